@@ -1,0 +1,66 @@
+# nri-suite: build, test and run the NRI plugins.
+# `make run` and `make test` are the two commands a newcomer needs; see README.md.
+
+GO          ?= go
+# Pinned runtime binaries and images are built once into this cache (see e2e/runtime/tools).
+export NRI_SUITE_CACHE ?= /var/cache/nri-suite
+FUZZTIME    ?= 3s
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# Every plugins/<name> is a binary bin/nri-<name>; the test-only plugin comes along for e2e.
+PLUGINS     := $(notdir $(wildcard plugins/*))
+BINARIES    := $(addprefix bin/nri-,$(PLUGINS)) bin/nri-e2e-test
+RUNTIME_PKG := ./e2e/runtime/...
+IS_ROOT     := $(shell [ "$$(id -u)" = 0 ] && echo yes)
+
+.PHONY: all build test unit e2e fuzz-smoke runtime-bins run bench lint fmt clean FORCE
+
+all: build
+
+build: $(BINARIES)
+
+bin/nri-e2e-test: FORCE
+	$(GO) build -trimpath -o $@ ./e2e/testplugin
+
+bin/nri-%: FORCE
+	$(GO) build -trimpath -o $@ ./plugins/$*
+
+# Everything: lint, unit and harness tests with the race detector, the real-node
+# tests on containerd and CRI-O, and a short run of every fuzz target.
+test: lint unit e2e fuzz-smoke
+
+unit:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e/runtime')
+
+# The real-node tests need root; elsewhere they skip and say why (in CI they must run).
+e2e: runtime-bins
+	$(GO) test -count=1 -v -timeout 25m $(RUNTIME_PKG)
+
+runtime-bins:
+ifeq ($(IS_ROOT)$(CI),)
+	@echo "runtime-bins: not root: skipping the build of the pinned runtime binaries (the real-node tests will skip)"
+else
+	bash e2e/runtime/tools/install.sh all
+endif
+
+fuzz-smoke:
+	FUZZTIME=$(FUZZTIME) bash hack/fuzz-smoke.sh
+
+# A local node sandbox: containerd + kubelet + every plugin, with a demo workload.
+run: build runtime-bins
+	$(GO) run ./e2e/runtime/cmd/nri-sandbox --plugins bin --demo e2e/runtime/testdata/demo
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v '/e2e/runtime')
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin

@@ -1,0 +1,41 @@
+// Package state keeps what the nri-suite plugins must not forget and what they
+// tell each other.
+//
+// Two things live here:
+//
+//   - Checkpoint[T]: one plugin's durable memory (for example topology-aware's
+//     placements), a single JSON file that survives plugin and runtime restarts.
+//   - Records[T]: the node-local shared state directory (DefaultDir,
+//     /run/nri-suite) where one plugin publishes small typed records and any
+//     plugin reads them at any time, one file per record:
+//     <dir>/<kind>/<key>.json.
+//
+// Both write through the same routine: a temp file in the target's directory,
+// fsync, rename over the target, fsync the directory. A reader or a crash
+// therefore sees either the old or the new file, never a torn one. Writers in
+// one directory serialize on a lock file (flock), which also makes it safe to
+// delete the temp file a killed writer left behind.
+//
+// Every file is an envelope carrying a format number, the caller's schema
+// version and a sha256 checksum of the payload, so a truncated, hand-edited or
+// outdated file is detected instead of being half-decoded. Payloads are decoded
+// strictly: an unknown field means the schema changed without a version bump.
+//
+// A bad checkpoint is moved aside to <name>.corrupt-<UTC timestamp> for
+// inspection and reported as a *CorruptError (errors.Is(err, ErrCorrupt)); the
+// caller logs it and starts empty. A bad shared record is reported the same
+// way but left in place: readers may have a read-only view of the directory,
+// and the record's publisher replaces it on its next Publish.
+//
+// Permissions: checkpoints are private to their plugin (files 0600, new
+// directories 0700); shared records are read by every plugin, possibly under
+// other users or in other containers (files 0644, new directories 0755).
+//
+// Record kinds: "plugins" (PluginStatus, published by the runner, read by the
+// stats plugin) exists now. Kinds planned by later work, each with its own
+// record type defined here when it lands: "placements" (topology-aware's CPUs
+// and NUMA nodes per container, keyed by container ID), "devices"
+// (device-injector's device locality and KEP-4680 health, per device and per
+// container) and "readiness" (sidecar-order's sidecar readiness, keyed by pod
+// UID).
+package state

@@ -1,0 +1,46 @@
+package state
+
+import (
+	"fmt"
+	"time"
+)
+
+// The record types plugins exchange through the shared state directory. Each
+// has a kind (its subdirectory), a schema version to bump on incompatible
+// changes, and a constructor binding its Records.
+
+const (
+	// PluginStatusKind is the kind of PluginStatus records.
+	PluginStatusKind = "plugins"
+	// PluginStatusVersion is the schema version of PluginStatus.
+	PluginStatusVersion = 1
+)
+
+// PluginStatus is how a plugin's runner tells the others (the stats plugin
+// first) that it is alive and attached to the runtime.
+type PluginStatus struct {
+	Name  string `json:"name"`
+	Index int    `json:"index"` // NRI index: the plugin's place in the order
+	PID   int    `json:"pid"`   // in the publisher's PID namespace
+	// Version is the plugin's build version.
+	Version string `json:"version"`
+	// Connected: registered with the runtime.
+	Connected bool `json:"connected"`
+	// Ready: registered and synchronized, as /readyz reports.
+	Ready bool `json:"ready"`
+	// LastSynchronize is when the runtime last sent Synchronize (zero: never).
+	LastSynchronize time.Time `json:"lastSynchronize,omitzero"`
+	// Updated is when the record was published, so that readers can tell a
+	// status left behind by a plugin that was killed.
+	Updated time.Time `json:"updated"`
+}
+
+// Key is the record's key: the NRI plugin id "<idx>-<name>", e.g.
+// "30-topology-aware", unique among the plugins of a runtime.
+func (s PluginStatus) Key() string { return fmt.Sprintf("%02d-%s", s.Index, s.Name) }
+
+// PluginStatuses binds the PluginStatus records under root (usually
+// DefaultDir).
+func PluginStatuses(root string) (*Records[PluginStatus], error) {
+	return NewRecords[PluginStatus](root, PluginStatusKind, PluginStatusVersion)
+}

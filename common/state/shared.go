@@ -1,0 +1,168 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// DefaultDir is the node-local shared state directory.
+const DefaultDir = "/run/nri-suite"
+
+// ErrInvalidName: a kind or key that is not a plain file name.
+var ErrInvalidName = errors.New("invalid name")
+
+// namePattern keeps kinds and keys single path elements: no separators, no
+// leading dot (so no "..", and no clash with temp and lock files).
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+func validateName(what, name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("%w: %s %q, want 1-128 characters of [A-Za-z0-9_.-] starting with a letter or digit",
+			ErrInvalidName, what, name)
+	}
+	return nil
+}
+
+const recordExt = ".json"
+
+// Records are the shared records of one kind, each a small file
+// <root>/<kind>/<key>.json holding a T. One plugin publishes a kind; any
+// plugin reads it at any time without locking and never sees a partial file.
+// Records is safe for concurrent use.
+type Records[T any] struct {
+	kind    string
+	dir     string
+	version int
+}
+
+// NewRecords binds the records of kind under root (usually DefaultDir) with
+// payload schema version (>= 1). It creates nothing: readers may run before
+// the publisher, or with a read-only view of root.
+func NewRecords[T any](root, kind string, version int) (*Records[T], error) {
+	if root == "" {
+		return nil, fmt.Errorf("binding %s records: empty shared state directory", kind)
+	}
+	if err := validateName("kind", kind); err != nil {
+		return nil, fmt.Errorf("binding records: %w", err)
+	}
+	if version < 1 {
+		return nil, fmt.Errorf("binding %s records: schema version %d, want >= 1", kind, version)
+	}
+	return &Records[T]{kind: kind, dir: filepath.Join(root, kind), version: version}, nil
+}
+
+// Dir is the directory holding the records.
+func (r *Records[T]) Dir() string { return r.dir }
+
+func (r *Records[T]) path(key string) string { return filepath.Join(r.dir, key+recordExt) }
+
+// Publish atomically creates or replaces the record key (file mode 0644, new
+// directories 0755, so that plugins under any user can read it).
+func (r *Records[T]) Publish(key string, v T) error {
+	if err := validateName("key", key); err != nil {
+		return fmt.Errorf("publishing %s record: %w", r.kind, err)
+	}
+	data, err := encode(r.version, v)
+	if err != nil {
+		return fmt.Errorf("publishing %s record %s: %w", r.kind, key, err)
+	}
+	if err := writeFileAtomic(r.path(key), data, sharedPerms); err != nil {
+		return fmt.Errorf("publishing %s record %s: %w", r.kind, key, err)
+	}
+	return nil
+}
+
+// Read returns the record key; found is false when there is none. A record
+// that cannot be used is returned as a *CorruptError and left in place: its
+// publisher replaces it on its next Publish.
+func (r *Records[T]) Read(key string) (v T, found bool, err error) {
+	if err := validateName("key", key); err != nil {
+		return v, false, fmt.Errorf("reading %s record: %w", r.kind, err)
+	}
+	path := r.path(key)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return v, false, nil
+	}
+	if err != nil {
+		return v, false, &CorruptError{File: path, Err: fmt.Errorf("%w: %w", ErrUnreadable, err)}
+	}
+	v, err = decode[T](raw, r.version)
+	if err != nil {
+		return v, false, &CorruptError{File: path, Err: err}
+	}
+	return v, true, nil
+}
+
+// Keys lists the published keys in order; none when the kind's directory
+// does not exist yet.
+func (r *Records[T]) Keys() ([]string, error) {
+	entries, err := os.ReadDir(r.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s records: %w", r.kind, err)
+	}
+	var keys []string
+	for _, e := range entries {
+		key, ok := strings.CutSuffix(e.Name(), recordExt)
+		// Skips temp and lock files, which start with a dot.
+		if ok && validateName("key", key) == nil {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// List reads every record. A bad record does not hide the others: the good
+// ones are returned along with the errors.Join of one *CorruptError per bad
+// file.
+func (r *Records[T]) List() (map[string]T, error) {
+	keys, err := r.Keys()
+	if err != nil {
+		return nil, err
+	}
+	records := make(map[string]T, len(keys))
+	var errs []error
+	for _, key := range keys {
+		v, found, err := r.Read(key)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case found: // not found: removed since Keys listed it
+			records[key] = v
+		}
+	}
+	return records, errors.Join(errs...)
+}
+
+// Remove deletes the record key, and a temp file a killed publisher left for
+// it. Removing an absent record is not an error.
+func (r *Records[T]) Remove(key string) error {
+	if err := validateName("key", key); err != nil {
+		return fmt.Errorf("removing %s record: %w", r.kind, err)
+	}
+	if _, err := os.Stat(r.dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	unlock, err := lockDir(r.dir)
+	if err != nil {
+		return fmt.Errorf("removing %s record %s: %w", r.kind, key, err)
+	}
+	defer unlock()
+	path := r.path(key)
+	for _, p := range []string{tempPath(path), path} {
+		if err := removeIfExists(p); err != nil {
+			return fmt.Errorf("removing %s record %s: %w", r.kind, key, err)
+		}
+	}
+	return nil
+}
