@@ -1,0 +1,175 @@
+package k8s
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Annotations looks up the suite's annotations for one container.
+//
+// Only the pod's annotations are consulted. They are where a Pod's
+// metadata.annotations reach the runtime, and the only ones the pod's author
+// controls; a container's CRI annotations are written by the kubelet, the
+// runtime and other NRI plugins, so reading them would let something other
+// than the pod's author configure a plugin, and would make the same key mean
+// different things on containerd and CRI-O.
+type Annotations struct {
+	pod       map[string]string
+	container string
+}
+
+// NewAnnotations looks up keys in podAnnotations for the container named
+// container (its Kubernetes name, see Identity.Container).
+func NewAnnotations(podAnnotations map[string]string, container string) Annotations {
+	return Annotations{pod: podAnnotations, container: container}
+}
+
+// Keys returns the keys consulted for key, strongest first:
+// <key>/container.<name>, <key>/pod, <key>. key is a bare prefix such as
+// "cpu.nri-suite.io".
+func (a Annotations) Keys(key string) []string {
+	keys := make([]string, 0, 3)
+	if a.container != "" {
+		keys = append(keys, key+"/container."+a.container)
+	}
+	return append(keys, key+"/pod", key)
+}
+
+// Lookup returns the value of the strongest key present (see Keys) and that
+// key. ok is false when none is present.
+func (a Annotations) Lookup(key string) (value, matched string, ok bool) {
+	for _, k := range a.Keys(key) {
+		if v, ok := a.pod[k]; ok {
+			return v, k, true
+		}
+	}
+	return "", "", false
+}
+
+// AnnotationError is a present annotation whose value could not be used.
+type AnnotationError struct {
+	Key   string // the key that matched, e.g. "cpu.nri-suite.io/container.web"
+	Value string // the value as written
+	Want  string // what was expected, e.g. "an integer from 1 to 64"
+	Err   error  // the parser's error, if one was involved
+}
+
+func (e *AnnotationError) Error() string {
+	return fmt.Sprintf("annotation %s=%q: want %s", e.Key, e.Value, e.Want)
+}
+
+func (e *AnnotationError) Unwrap() error { return e.Err }
+
+// parse looks key up and converts its trimmed value with conv. conv returns
+// what it expected when it fails, so that every parser reports alike.
+// Surrounding whitespace is ignored because YAML block scalars leave a
+// trailing newline.
+func parse[T any](a Annotations, key string, conv func(string) (T, string, error)) (T, bool, error) {
+	var zero T
+	raw, matched, ok := a.Lookup(key)
+	if !ok {
+		return zero, false, nil
+	}
+	v, want, err := conv(strings.TrimSpace(raw))
+	if want != "" {
+		return zero, true, &AnnotationError{Key: matched, Value: raw, Want: want, Err: err}
+	}
+	return v, true, nil
+}
+
+// Bool parses the annotation as a boolean (true, false, 1, 0, t, f, ...).
+// ok is false, with no error, when the annotation is absent.
+func (a Annotations) Bool(key string) (v, ok bool, err error) {
+	return parse(a, key, func(s string) (bool, string, error) {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return false, "a boolean (true or false)", err
+		}
+		return b, "", nil
+	})
+}
+
+// Int parses the annotation as a decimal integer within [lo, hi].
+func (a Annotations) Int(key string, lo, hi int64) (v int64, ok bool, err error) {
+	return parse(a, key, func(s string) (int64, string, error) {
+		want := fmt.Sprintf("an integer from %d to %d", lo, hi)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return 0, want, err
+		}
+		return n, "", nil
+	})
+}
+
+// Duration parses the annotation as a non-negative Go duration ("500ms", "2s").
+func (a Annotations) Duration(key string) (v time.Duration, ok bool, err error) {
+	return parse(a, key, func(s string) (time.Duration, string, error) {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return 0, "a non-negative duration such as 500ms, 30s or 1m30s", err
+		}
+		return d, "", nil
+	})
+}
+
+// maxQuantity keeps MilliValue() of an accepted quantity within int64.
+const maxQuantity = math.MaxInt64 / 1000
+
+// Quantity parses the annotation as a non-negative Kubernetes quantity
+// ("500m", "2", "1Gi", "1e3") no larger than maxQuantity, so that the
+// caller's Value() and MilliValue() cannot overflow.
+func (a Annotations) Quantity(key string) (v resource.Quantity, ok bool, err error) {
+	return parse(a, key, func(s string) (resource.Quantity, string, error) {
+		want := fmt.Sprintf("a quantity such as 500m, 2 or 1Gi, from 0 to %d", int64(maxQuantity))
+		q, err := resource.ParseQuantity(s)
+		if err != nil || q.Sign() < 0 || q.Cmp(*resource.NewQuantity(maxQuantity, resource.DecimalSI)) > 0 {
+			return resource.Quantity{}, want, err
+		}
+		return q, "", nil
+	})
+}
+
+// OneOf returns the annotation's value if it is one of allowed (exactly, as
+// Kubernetes enums are case-sensitive).
+func (a Annotations) OneOf(key string, allowed ...string) (v string, ok bool, err error) {
+	return parse(a, key, func(s string) (string, string, error) {
+		if !slices.Contains(allowed, s) {
+			return "", "one of " + quoteAll(allowed), nil
+		}
+		return s, "", nil
+	})
+}
+
+// List parses the annotation as a comma-separated list, trimming spaces
+// around elements. An empty value is an empty list, so that a container-level
+// annotation can clear a pod-level one; an empty element is an error.
+func (a Annotations) List(key string) (v []string, ok bool, err error) {
+	return parse(a, key, func(s string) ([]string, string, error) {
+		if s == "" {
+			return nil, "", nil
+		}
+		elems := strings.Split(s, ",")
+		for i, e := range elems {
+			elems[i] = strings.TrimSpace(e)
+			if elems[i] == "" {
+				return nil, "a comma-separated list without empty elements", nil
+			}
+		}
+		return elems, "", nil
+	})
+}
+
+// quoteAll renders allowed values for an error message: "a", "b", "c".
+func quoteAll(values []string) string {
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = strconv.Quote(v)
+	}
+	return strings.Join(quoted, ", ")
+}

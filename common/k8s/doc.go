@@ -1,0 +1,23 @@
+// Package k8s describes a container in Kubernetes terms from what NRI passes
+// (api.PodSandbox, api.Container, api.LinuxResources), the same way on
+// containerd and on CRI-O.
+//
+// NRI carries no Pod object: the kubelet's intent reaches the runtime only as
+// CRI labels, annotations, a cgroup parent and Linux resources. This package
+// recovers what the plugins need from those, and says where the recovery is
+// an estimate:
+//
+//   - identity.go: pod name, namespace, uid and container name from the
+//     kubelet's io.kubernetes.* labels, with a String and logrus fields form.
+//   - qos.go: the pod's QoS class from the kubelet's cgroup naming (cgroupfs
+//     and systemd drivers, containerd and CRI-O paths), falling back to the
+//     container's resources.
+//   - resources.go: CPU request and limit and memory request and limit
+//     inverted from cpu shares, CFS quota/period and memory settings.
+//   - annotations.go: the suite's annotation precedence
+//     (<key>/container.<name> > <key>/pod > <key>) and typed parsers whose
+//     errors name the key, the value and what was expected.
+//   - container.go: all of the above for one container in one call.
+//
+// Everything here is pure: no I/O, no global state.
+package k8s
