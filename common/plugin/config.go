@@ -1,0 +1,73 @@
+package plugin
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Configurable is implemented by a plugin that takes configuration. Configure is called
+// with the --config file at start (source is the file name) and again whenever the
+// runtime delivers a non-empty configuration through NRI (pre-registered plugins get
+// theirs from the runtime's conf.d). An error at start stops the binary; an error from
+// the runtime's configuration fails that registration.
+type Configurable interface {
+	Configure(data []byte, source string) error
+}
+
+// unknownFieldRE matches yaml.v3's report of a key that has no struct field.
+var unknownFieldRE = regexp.MustCompile(`^line (\d+): field (.+) not found in type .+$`)
+
+// DecodeConfig decodes YAML strictly into out: a key without a matching field is an
+// error. Fields absent from data keep the values out already holds (the defaults), and
+// empty data leaves out untouched. Errors name source and, for a key, the key and line.
+func DecodeConfig(data []byte, source string, out any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(out); err != nil {
+		if errors.Is(err, io.EOF) { // only comments
+			return nil
+		}
+		return fmt.Errorf("decode config %s: %w", source, describeYAMLError(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("decode config %s: expected a single YAML document, found more", source)
+	}
+	return nil
+}
+
+// describeYAMLError rewrites yaml.v3's "field x not found in type pkg.T" into words
+// that a user editing the file understands.
+func describeYAMLError(err error) error {
+	var typeErr *yaml.TypeError
+	if !errors.As(err, &typeErr) {
+		return err
+	}
+	msgs := make([]string, 0, len(typeErr.Errors))
+	for _, msg := range typeErr.Errors {
+		if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
+			msg = fmt.Sprintf("line %s: unknown key %q", m[1], m[2])
+		}
+		msgs = append(msgs, msg)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// readConfigFile returns the bytes of the --config file.
+func readConfigFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config file %s: %w", path, err)
+	}
+	return data, nil
+}

@@ -1,0 +1,76 @@
+package plugin
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type decodeTarget struct {
+	Name   string            `yaml:"name"`
+	Count  int               `yaml:"count"`
+	Labels map[string]string `yaml:"labels"`
+	Nested struct {
+		Enabled bool `yaml:"enabled"`
+	} `yaml:"nested"`
+}
+
+func TestDecodeConfig(t *testing.T) {
+	defaults := decodeTarget{Name: "default", Count: 3}
+	for _, tc := range []struct {
+		name    string
+		data    string
+		want    decodeTarget
+		wantErr []string
+	}{
+		{name: "empty keeps defaults", data: "", want: defaults},
+		{name: "whitespace keeps defaults", data: "  \n\t\n", want: defaults},
+		{name: "comments only keep defaults", data: "# nothing here\n", want: defaults},
+		{name: "partial overrides one field", data: "count: 7\n", want: decodeTarget{Name: "default", Count: 7}},
+		{
+			name: "nested and maps", data: "name: x\nlabels: {a: b}\nnested:\n  enabled: true\n",
+			want: func() decodeTarget {
+				d := decodeTarget{Name: "x", Count: 3, Labels: map[string]string{"a": "b"}}
+				d.Nested.Enabled = true
+				return d
+			}(),
+		},
+		{name: "unknown top-level key", data: "name: x\ncolour: red\n", wantErr: []string{"test.yaml", `line 2: unknown key "colour"`}},
+		{name: "unknown nested key", data: "nested:\n  enabled: true\n  verbose: 1\n", wantErr: []string{`line 3: unknown key "verbose"`}},
+		{name: "wrong type", data: "count: many\n", wantErr: []string{"test.yaml", "line 1", "many"}},
+		{name: "malformed", data: "name: [x\n", wantErr: []string{"test.yaml"}},
+		{name: "duplicate key", data: "count: 1\ncount: 2\n", wantErr: []string{"test.yaml", `"count" already defined`}},
+		{name: "two documents", data: "count: 1\n---\ncount: 2\n", wantErr: []string{"test.yaml", "single YAML document"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := defaults
+			err := DecodeConfig([]byte(tc.data), "test.yaml", &got)
+			if tc.wantErr != nil {
+				require.Error(t, err)
+				for _, want := range tc.wantErr {
+					assert.Contains(t, err.Error(), want)
+				}
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func FuzzDecodeConfig(f *testing.F) {
+	for _, seed := range []string{
+		"", "name: x\n", "count: 7\nlabels: {a: b}\n", "colour: red\n", "name: [x\n",
+		"nested:\n  enabled: yes\n", "---\n---\n", "&a [*a]\n", "count: !!binary aGk=\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var out decodeTarget
+		err := DecodeConfig(data, "fuzz.yaml", &out)
+		if err != nil {
+			assert.Contains(t, err.Error(), "fuzz.yaml", "errors name their source")
+		}
+	})
+}

@@ -1,0 +1,84 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Option changes what Main does before the flags are parsed.
+type Option func(*mainOptions)
+
+type mainOptions struct {
+	idx      string
+	httpAddr string
+	flags    []func(*flag.FlagSet)
+}
+
+// WithIdx sets the default of --idx, the plugin's place in the NRI order.
+func WithIdx(idx string) Option {
+	return func(o *mainOptions) { o.idx = idx }
+}
+
+// WithHTTPAddr sets the default of --http-addr; plugins pick distinct loopback ports.
+func WithHTTPAddr(addr string) Option {
+	return func(o *mainOptions) { o.httpAddr = addr }
+}
+
+// WithFlags lets the plugin add its own flags; their values are set before the Factory
+// runs, so the Factory can read the variables they are bound to.
+func WithFlags(add func(*flag.FlagSet)) Option {
+	return func(o *mainOptions) { o.flags = append(o.flags, add) }
+}
+
+// Main runs the plugin of the given kind as the process: it parses os.Args, runs until
+// SIGTERM or SIGINT and exits 0 after a clean stop, 1 on an error, 2 on bad usage.
+func Main(plugin string, factory Factory, opts ...Option) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := runMain(ctx, plugin, factory, os.Args[1:], os.Stderr, opts...)
+	stop()
+	os.Exit(code)
+}
+
+// runMain is Main without the process: it returns the exit code.
+func runMain(ctx context.Context, plugin string, factory Factory, args []string, stderr io.Writer, opts ...Option) int {
+	var o mainOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := DefaultSettings(plugin)
+	s.Idx, s.HTTPAddr, s.LogOutput = o.idx, o.httpAddr, stderr
+
+	fs := flag.NewFlagSet("nri-"+plugin, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	s.AddFlags(fs)
+	for _, add := range o.flags {
+		add(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "nri-%s: unexpected arguments %q: expected flags only\n", plugin, fs.Args())
+		return 2
+	}
+
+	r, err := New(s, factory)
+	if err != nil {
+		fmt.Fprintf(stderr, "nri-%s: %v\n", plugin, err)
+		return 1
+	}
+	if err := r.Run(ctx); err != nil {
+		r.log.WithError(err).Error("plugin failed")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,89 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRunMain(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	socket := "--socket=" + filepath.Join(t.TempDir(), "absent.sock")
+
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{name: "clean stop", args: []string{socket}, wantCode: 0},
+		{name: "help", args: []string{"-h"}, wantCode: 0, wantErr: "-http-addr"},
+		{name: "unknown flag", args: []string{"--bogus"}, wantCode: 2, wantErr: "flag provided but not defined: -bogus"},
+		{name: "stray argument", args: []string{socket, "extra"}, wantCode: 2, wantErr: `unexpected arguments ["extra"]`},
+		{name: "bad log format", args: []string{"--log-format=xml"}, wantCode: 1, wantErr: `invalid --log-format "xml": expected text or json`},
+		{name: "bad log level", args: []string{"--log-level=loud"}, wantCode: 1, wantErr: `invalid --log-level "loud"`},
+		{name: "bad index", args: []string{"--idx=7"}, wantCode: 1, wantErr: `--idx: invalid plugin index "7"`},
+		{name: "bad name", args: []string{"--name=a b"}, wantCode: 1, wantErr: `--name: invalid plugin name "a b"`},
+		{name: "empty socket", args: []string{"--socket="}, wantCode: 1, wantErr: "empty --socket"},
+		{name: "missing config file", args: []string{"--config=" + missing}, wantCode: 1, wantErr: "read config file " + missing},
+		{name: "busy HTTP address", args: []string{socket, "--http-addr=" + busy.Addr().String()}, wantCode: 1, wantErr: "listen on --http-addr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, factory := newRecorder()
+			var stderr syncBuffer
+			// A cancelled context: the run stops as soon as it would start serving.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			code := runMain(ctx, "test-plugin", factory, tc.args, &stderr, WithIdx("50"))
+			assert.Equal(t, tc.wantCode, code, "stderr: %s", stderr.String())
+			assert.Contains(t, stderr.String(), tc.wantErr)
+		})
+	}
+}
+
+func TestRunMainPluginFlagsAndDefaults(t *testing.T) {
+	var greeting string
+	var got Deps
+	factory := func(d Deps) (any, error) {
+		got = d
+		if greeting == "" {
+			return nil, errEmptyGreeting
+		}
+		return onlyCreate{}, nil
+	}
+	opts := []Option{
+		WithIdx("42"),
+		WithHTTPAddr(""),
+		WithFlags(func(fs *flag.FlagSet) { fs.StringVar(&greeting, "greeting", "", "what to say") }),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	var stderr syncBuffer
+	code := runMain(ctx, "my-plugin", factory, []string{"--socket=/nonexistent/nri.sock", "--greeting=hello"}, &stderr, opts...)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Equal(t, "hello", greeting, "plugin flags are parsed before the factory runs")
+	assert.Equal(t, "my-plugin", got.Name, "--name defaults to the plugin kind")
+	assert.Equal(t, "nri_suite_my_plugin", got.MetricsNamespace)
+	assert.Equal(t, "my-plugin", got.Log.Data["plugin"])
+
+	greeting = ""
+	stderr = syncBuffer{}
+	code = runMain(ctx, "my-plugin", factory, []string{"--name=renamed"}, &stderr, opts...)
+	assert.Equal(t, 1, code)
+	assert.True(t, strings.HasPrefix(stderr.String(), "nri-my-plugin: create plugin renamed: "), stderr.String())
+	assert.Contains(t, stderr.String(), errEmptyGreeting.Error())
+	assert.Equal(t, "nri_suite_my_plugin", got.MetricsNamespace, "metric names follow the kind, not --name")
+}
+
+var errEmptyGreeting = errors.New("--greeting is required")

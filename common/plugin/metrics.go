@@ -1,0 +1,63 @@
+package plugin
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Request outcomes, the values of the outcome label.
+const (
+	outcomeOK    = "ok"
+	outcomeError = "error"
+	outcomePanic = "panic"
+)
+
+// runnerMetrics are the runner's own metrics, named <namespace>_<name>.
+type runnerMetrics struct {
+	panics     *prometheus.CounterVec
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	connected  prometheus.Gauge
+	reconnects prometheus.Counter
+}
+
+// newRegistry returns a registry with the Go and process collectors and the runner's
+// metrics registered in it.
+func newRegistry(namespace string) (*prometheus.Registry, *runnerMetrics) {
+	m := &runnerMetrics{
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "handler_panics_total",
+			Help:      "Panics recovered in the plugin's NRI handlers, by event.",
+		}, []string{"event"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "requests_total",
+			Help:      "NRI requests handled by the plugin, by event and outcome (ok, error, panic).",
+		}, []string{"event", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "handler_duration_seconds",
+			Help:      "Time spent in the plugin's NRI handlers, by event.",
+			// NRI's default request timeout is 2s: resolve the range below it finely.
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2},
+		}, []string{"event"}),
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "connected",
+			Help:      "1 while the plugin is registered with the runtime, 0 otherwise.",
+		}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "reconnects_total",
+			Help:      "Registrations with the runtime after the first one.",
+		}),
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.panics, m.requests, m.duration, m.connected, m.reconnects,
+	)
+	return reg, m
+}

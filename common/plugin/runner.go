@@ -1,0 +1,407 @@
+// Package plugin is the runner every nri-suite binary is built on. It owns what all
+// plugins share: the common flags, strict YAML configuration, logging, metrics and
+// health endpoints, and the NRI connection's whole life: waiting for the runtime's
+// socket, registering, reconnecting with backoff when the runtime restarts (keeping the
+// plugin's in-memory state), running pre-registered from the runtime's plugin
+// directory, recovering panics in handlers, and a clean stop on SIGTERM.
+//
+// A plugin is any value implementing some of the NRI stub's handler interfaces
+// (stub.CreateContainerInterface, ...), optionally Configurable and io.Closer. It is
+// built by a Factory that receives the runner's Deps. A binary's main is then:
+//
+//	func main() {
+//		plugin.Main("topology-aware", topology.New, plugin.WithIdx("30"),
+//			plugin.WithHTTPAddr("127.0.0.1:9130"))
+//	}
+//
+// External plugins connect to --socket and never exit because the runtime went away.
+// Pre-registered plugins (NRI_PLUGIN_SOCKET set: the runtime launched the binary from
+// its plugin directory, connected on a file descriptor) cannot reconnect: the runtime
+// kills them when it stops and launches a fresh instance when it starts, so when the
+// connection closes the runner closes the plugin and Run returns nil (exit status 0).
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+)
+
+const (
+	// Reconnection backoff: quick while a restarting runtime comes back, bounded so
+	// that a runtime down for long is not hammered.
+	initialBackoff = 100 * time.Millisecond
+	maxBackoff     = 5 * time.Second
+	// registrationGuard bounds stub.Start, which waits forever for the runtime's
+	// Configure if the connection drops right after RegisterPlugin.
+	registrationGuard = 30 * time.Second
+	// drainTimeout bounds the wait for running handlers at shutdown.
+	drainTimeout = 5 * time.Second
+	// httpShutdownTimeout bounds the wait for in-flight HTTP requests at shutdown.
+	httpShutdownTimeout = 5 * time.Second
+)
+
+// ErrNotConnected is returned by Deps.Updater while the plugin is not registered.
+var ErrNotConnected = errors.New("not connected to the runtime")
+
+// Deps are what the runner hands to a plugin's Factory.
+type Deps struct {
+	// Name is the name the plugin registers with NRI.
+	Name string
+	// Log is the runner's logger with the field plugin=<Name>.
+	Log *logrus.Entry
+	// Registry takes the plugin's metrics; they are served on /metrics.
+	Registry prometheus.Registerer
+	// MetricsNamespace is nri_suite_<plugin kind>, the prefix of the plugin's metric
+	// names: use it as prometheus.Opts.Namespace.
+	MetricsNamespace string
+	// Updater requests updates of running containers outside of an NRI request; within
+	// a handler, return the updates instead (the runtime is locked while it waits).
+	Updater Updater
+}
+
+// Updater requests unsolicited container updates from the runtime.
+type Updater interface {
+	// UpdateContainers returns the updates the runtime could not apply.
+	UpdateContainers(updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+}
+
+// Factory builds the plugin once; the same value serves every connection to the runtime.
+type Factory func(Deps) (any, error)
+
+// Runner runs one plugin.
+type Runner struct {
+	settings      Settings
+	preRegistered bool
+	log           *logrus.Entry
+	registry      *prometheus.Registry
+	metrics       *runnerMetrics
+	plugin        any
+	wrapper       *wrapper
+	status        status
+	conn          connection
+
+	mu       sync.Mutex
+	httpAddr string
+}
+
+// New checks the settings, builds the plugin with factory and applies the --config
+// file. A pre-registered plugin (launched by the runtime, see package doc) takes its
+// name and index from the runtime's environment instead of the settings.
+func New(s Settings, factory Factory) (*Runner, error) {
+	r := &Runner{settings: s, preRegistered: preRegistered()}
+	if r.preRegistered {
+		r.settings.Name = os.Getenv(api.PluginNameEnvVar)
+		r.settings.Idx = os.Getenv(api.PluginIdxEnvVar)
+	}
+	if err := r.settings.validate(r.preRegistered); err != nil {
+		return nil, err
+	}
+	logger, err := r.settings.newLogger()
+	if err != nil {
+		return nil, err
+	}
+	r.log = logger.WithField("plugin", r.settings.Name)
+
+	namespace := MetricsNamespace(r.settings.Plugin)
+	r.registry, r.metrics = newRegistry(namespace)
+
+	r.plugin, err = factory(Deps{
+		Name:             r.settings.Name,
+		Log:              r.log,
+		Registry:         r.registry,
+		MetricsNamespace: namespace,
+		Updater:          &r.conn,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create plugin %s: %w", r.settings.Name, err)
+	}
+	events, err := EventMask(r.plugin)
+	if err != nil {
+		return nil, err
+	}
+	r.wrapper = &wrapper{
+		plugin:  r.plugin,
+		name:    r.settings.Name,
+		events:  events,
+		log:     r.log,
+		metrics: r.metrics,
+		status:  &r.status,
+	}
+	if err := r.loadConfigFile(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// loadConfigFile hands the --config file, if any, to the plugin.
+func (r *Runner) loadConfigFile() error {
+	path := r.settings.ConfigFile
+	if path == "" {
+		return nil
+	}
+	c, ok := r.plugin.(Configurable)
+	if !ok {
+		return fmt.Errorf("--config %s given, but plugin %s takes no configuration", path, r.settings.Name)
+	}
+	data, err := readConfigFile(path)
+	if err != nil {
+		return err
+	}
+	if err := r.wrapper.call("Configure", nil, nil, func() error { return c.Configure(data, path) }); err != nil {
+		return fmt.Errorf("configure plugin %s: %w", r.settings.Name, err)
+	}
+	r.log.WithField("source", path).Info("applied configuration")
+	return nil
+}
+
+// HTTPAddr returns the address /metrics, /healthz and /readyz listen on once Run
+// has bound it (useful with --http-addr 127.0.0.1:0), or "" before or when disabled.
+func (r *Runner) HTTPAddr() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.httpAddr
+}
+
+// Run serves the plugin until ctx is cancelled, then stops the NRI connection, waits
+// for running handlers, closes the plugin (io.Closer) and the HTTP server. An external
+// plugin never returns because the runtime went away: it reconnects. A pre-registered
+// plugin returns nil when its connection closes, since the runtime launches a new
+// instance when it comes back. Run may be called once.
+func (r *Runner) Run(ctx context.Context) error {
+	// The plugin is closed however Run ends: the factory may have opened resources.
+	stopHTTP, serveErr := r.startHTTP()
+	if serveErr == nil {
+		serveErr = r.serveNRI(ctx)
+	}
+
+	if !r.wrapper.drain(drainTimeout) {
+		r.log.Warnf("handlers still running after %s; closing the plugin anyway", drainTimeout)
+	}
+	var closeErr error
+	if c, ok := r.plugin.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			closeErr = fmt.Errorf("close plugin %s: %w", r.settings.Name, err)
+		}
+	}
+	httpErr := stopHTTP()
+	r.log.Info("stopped")
+	return errors.Join(serveErr, closeErr, httpErr)
+}
+
+// serveNRI keeps the plugin registered with the runtime until ctx is cancelled.
+func (r *Runner) serveNRI(ctx context.Context) error {
+	backoff := initialBackoff
+	registered := false // at least once, so later registrations count as reconnects
+	waiting := false    // the outage was already logged
+	r.status.set(false, "connecting to the runtime")
+	for {
+		s, lost, err := r.connect(ctx)
+		if ctx.Err() != nil {
+			if err == nil {
+				s.Stop()
+			}
+			return nil
+		}
+		if err != nil {
+			if r.preRegistered {
+				return err
+			}
+			r.status.set(false, err.Error())
+			if !waiting {
+				r.log.WithError(err).Infof("waiting for the runtime; retrying with backoff up to %s", maxBackoff)
+				waiting = true
+			} else {
+				r.log.WithError(err).Debug("runtime still unavailable")
+			}
+			if !sleep(ctx, backoff) {
+				return nil
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+
+		waiting = false
+		r.conn.set(s)
+		r.metrics.connected.Set(1)
+		log := r.log.WithField("runtime", r.status.lastRuntime())
+		if registered {
+			r.metrics.reconnects.Inc()
+			log.Info("registered with the runtime again")
+		} else {
+			log.WithField("pre-registered", r.preRegistered).Info("registered with the runtime")
+		}
+		registered = true
+
+		select {
+		case <-ctx.Done():
+			r.conn.set(nil)
+			s.Stop()
+			r.metrics.connected.Set(0)
+			return nil
+		case <-lost:
+		}
+		r.conn.set(nil)
+		r.metrics.connected.Set(0)
+		wasReady, reason := r.status.get()
+		if r.preRegistered {
+			r.status.set(false, "connection to the runtime closed")
+			r.log.Info("connection to the runtime closed; a pre-registered plugin is relaunched by the runtime, exiting")
+			return nil
+		}
+		r.status.set(false, "connection to the runtime lost, reconnecting")
+		if wasReady {
+			r.log.Info("connection to the runtime lost; reconnecting")
+			backoff = initialBackoff // it worked: the next outage starts quick again
+			continue
+		}
+		// The runtime dropped a plugin that never got ready (e.g. its Synchronize
+		// failed): back off rather than spin.
+		r.log.WithField("reason", reason).Warnf("runtime closed the connection before the plugin was ready; retrying in %s", backoff)
+		if !sleep(ctx, backoff) {
+			return nil
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// sleep waits for d or until ctx is cancelled; it reports whether to go on.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// connect creates a stub, registers it and waits until the runtime configured it. The
+// returned channel is closed when the connection goes down.
+func (r *Runner) connect(ctx context.Context) (stub.Stub, <-chan struct{}, error) {
+	lost := make(chan struct{})
+	var once sync.Once
+	opts := []stub.Option{
+		stub.WithLogger(stubLogger{r.log.WithField("component", "nri-stub")}),
+		stub.WithOnClose(func() { once.Do(func() { close(lost) }) }),
+	}
+	var conn net.Conn
+	if !r.preRegistered {
+		var err error
+		conn, err = (&net.Dialer{}).DialContext(ctx, "unix", r.settings.SocketPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to NRI socket %s: %w", r.settings.SocketPath, err)
+		}
+		// With our own connection we can cut a registration that hangs.
+		opts = append(opts,
+			stub.WithConnection(conn),
+			stub.WithPluginName(r.settings.Name),
+			stub.WithPluginIdx(r.settings.Idx))
+	}
+	s, err := stub.New(r.wrapper, opts...)
+	if err != nil {
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, nil, fmt.Errorf("create NRI stub: %w", err)
+	}
+
+	started := make(chan error, 1)
+	go func() { started <- s.Start(ctx) }()
+	guard := time.NewTimer(registrationGuard)
+	defer guard.Stop()
+	select {
+	case err := <-started:
+		if err != nil {
+			return nil, nil, fmt.Errorf("register with the runtime as %s-%s: %w", r.settings.Idx, r.settings.Name, err)
+		}
+		return s, lost, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-guard.C:
+		err = fmt.Errorf("register with the runtime as %s-%s: not configured within %s", r.settings.Idx, r.settings.Name, registrationGuard)
+	}
+	// The stub cannot be stopped while Start waits; closing the connection is all
+	// that can be done, the stub's goroutine is abandoned.
+	if conn != nil {
+		conn.Close()
+	}
+	return nil, nil, err
+}
+
+// connection is the current stub, through which the plugin updates containers.
+type connection struct {
+	mu   sync.Mutex
+	stub stub.Stub
+}
+
+func (c *connection) set(s stub.Stub) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stub = s
+}
+
+// UpdateContainers implements Updater.
+func (c *connection) UpdateContainers(updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	c.mu.Lock()
+	s := c.stub
+	c.mu.Unlock()
+	if s == nil {
+		return updates, ErrNotConnected
+	}
+	failed, err := s.UpdateContainers(updates)
+	if err != nil {
+		return failed, fmt.Errorf("update %d containers: %w", len(updates), err)
+	}
+	return failed, nil
+}
+
+// startHTTP serves /metrics, /healthz and /readyz if an address is set and returns the
+// function that stops serving (a no-op when nothing was started).
+func (r *Runner) startHTTP() (func() error, error) {
+	noop := func() error { return nil }
+	if r.settings.HTTPAddr == "" {
+		return noop, nil
+	}
+	ln, err := net.Listen("tcp", r.settings.HTTPAddr)
+	if err != nil {
+		return noop, fmt.Errorf("listen on --http-addr %s: %w", r.settings.HTTPAddr, err)
+	}
+	addr := ln.Addr().String()
+	r.mu.Lock()
+	r.httpAddr = addr
+	r.mu.Unlock()
+
+	srv := &http.Server{Handler: newHTTPHandler(r.registry, &r.status), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			r.log.WithError(err).Error("HTTP server stopped")
+		}
+	}()
+	r.log.WithField("addr", addr).Info("serving /metrics, /healthz and /readyz")
+
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+		defer cancel()
+		err := srv.Shutdown(ctx)
+		<-done
+		if err != nil {
+			return fmt.Errorf("shut down HTTP server on %s: %w", addr, err)
+		}
+		return nil
+	}, nil
+}

@@ -1,0 +1,10 @@
+// Command nri-e2e-test is a test-only NRI plugin that exercises the runner: it adds
+// environment variables to every container it sees created and, on every Synchronize,
+// writes a JSON report of the containers the runtime delivered.
+package main
+
+import "github.com/nri-suite/nri-suite/common/plugin"
+
+func main() {
+	plugin.Main("e2e-test", newTestPlugin, plugin.WithIdx("50"), plugin.WithHTTPAddr("127.0.0.1:0"))
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/nri-suite/nri-suite/common/plugin"
+)
+
+// config is the plugin's YAML configuration.
+type config struct {
+	// Env is added to every created container; absent means {NRI_SUITE_E2E: <name>}.
+	Env map[string]string `yaml:"env"`
+	// SyncReport, if set, is the file the Synchronize report is written to.
+	SyncReport string `yaml:"syncReport"`
+}
+
+// report is what SyncReport holds after each Synchronize.
+type report struct {
+	// Synchronizations counts the Synchronize calls since the process started.
+	Synchronizations int `json:"synchronizations"`
+	// Closed is set by the final write at a clean stop.
+	Closed bool `json:"closed"`
+	// Containers are those the last Synchronize delivered, sorted.
+	Containers []reportContainer `json:"containers"`
+}
+
+type reportContainer struct {
+	ID        string `json:"id"`
+	Pod       string `json:"pod"`
+	Namespace string `json:"namespace"`
+	Container string `json:"container"`
+	State     string `json:"state"` // api.ContainerState name, e.g. CONTAINER_RUNNING
+}
+
+type testPlugin struct {
+	name string
+
+	mu     sync.Mutex
+	cfg    config
+	report report
+}
+
+func newTestPlugin(d plugin.Deps) (any, error) {
+	p := &testPlugin{name: d.Name, report: report{Containers: []reportContainer{}}}
+	p.cfg.Env = p.defaultEnv()
+	return p, nil
+}
+
+// defaultEnv names the plugin, so a test can tell which instance touched a container.
+func (p *testPlugin) defaultEnv() map[string]string {
+	return map[string]string{"NRI_SUITE_E2E": p.name}
+}
+
+// Configure implements plugin.Configurable.
+func (p *testPlugin) Configure(data []byte, source string) error {
+	var cfg config
+	if err := plugin.DecodeConfig(data, source, &cfg); err != nil {
+		return err
+	}
+	for key := range cfg.Env {
+		if key == "" || strings.ContainsAny(key, "=\x00") {
+			return fmt.Errorf("config %s: env key %q: expected a non-empty name without '=' or NUL", source, key)
+		}
+	}
+	if cfg.Env == nil {
+		cfg.Env = p.defaultEnv()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg = cfg
+	return nil
+}
+
+// CreateContainer adds the configured environment, in key order.
+func (p *testPlugin) CreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	adjust := &api.ContainerAdjustment{}
+	for _, key := range slices.Sorted(maps.Keys(p.cfg.Env)) {
+		adjust.AddEnv(key, p.cfg.Env[key])
+	}
+	return adjust, nil, nil
+}
+
+// Synchronize records what the runtime delivered and writes the report.
+func (p *testPlugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	podByID := make(map[string]*api.PodSandbox, len(pods))
+	for _, pod := range pods {
+		podByID[pod.GetId()] = pod
+	}
+	containers := make([]reportContainer, 0, len(ctrs))
+	for _, c := range ctrs {
+		pod := podByID[c.GetPodSandboxId()]
+		containers = append(containers, reportContainer{
+			ID:        c.GetId(),
+			Pod:       pod.GetName(),
+			Namespace: pod.GetNamespace(),
+			Container: c.GetName(),
+			State:     c.GetState().String(),
+		})
+	}
+	slices.SortFunc(containers, func(a, b reportContainer) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Pod, b.Pod),
+			cmp.Compare(a.Container, b.Container), cmp.Compare(a.ID, b.ID))
+	})
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.report.Synchronizations++
+	p.report.Containers = containers
+	return nil, p.writeReport()
+}
+
+// Close writes the report a last time, marked closed: the state flushed at a clean stop.
+func (p *testPlugin) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.report.Closed = true
+	return p.writeReport()
+}
+
+// writeReport replaces the report file atomically, so readers never see half of it.
+func (p *testPlugin) writeReport() error {
+	path := p.cfg.SyncReport
+	if path == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(p.report, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode sync report: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write sync report %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write sync report %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write sync report %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write sync report %s: %w", path, err)
+	}
+	return nil
+}
