@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, o options)
+	}{
+		{name: "defaults", check: func(t *testing.T, o options) {
+			assert.Equal(t, "containerd", o.runtime)
+			assert.Equal(t, "e2e/runtime/testdata/demo", o.workload)
+			assert.False(t, o.once)
+			assert.Empty(t, o.plugins)
+		}},
+		{name: "plugins and configs", args: []string{"--plugin", "bin/nri-a", "--plugin", "bin/nri-b", "--plugin-config", "a=a.yaml", "--once"},
+			check: func(t *testing.T, o options) {
+				assert.Equal(t, []string{"bin/nri-a", "bin/nri-b"}, o.plugins)
+				assert.Equal(t, map[string]string{"a": "a.yaml"}, o.configs)
+				assert.True(t, o.once)
+			}},
+		{name: "config without file", args: []string{"--plugin-config", "a="}, wantErr: `flag --plugin-config "a=": expected NAME=FILE`},
+		{name: "config without name", args: []string{"--plugin-config", "a.yaml"}, wantErr: `expected NAME=FILE`},
+		{name: "stray argument", args: []string{"extra"}, wantErr: `unexpected arguments ["extra"]`},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined: -nope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, o)
+		})
+	}
+}
+
+func TestPluginSpecs(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "stats.yaml")
+	require.NoError(t, os.WriteFile(conf, []byte("interval: 1s\n"), 0o644))
+
+	specs, err := pluginSpecs(options{
+		plugins: []string{"/b/nri-stats", "/b/nri-e2e-test", "/b/nri-device-injector", "/b/custom"},
+		configs: map[string]string{"stats": conf},
+	})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, s := range specs {
+		got[s.Name] = s.Idx
+	}
+	assert.Equal(t, map[string]string{"stats": "90", "e2e-test": "50", "device-injector": "10", "custom": "51"}, got)
+	assert.Equal(t, "interval: 1s\n", string(specs[0].Config))
+
+	_, err = pluginSpecs(options{plugins: []string{"/a/nri-x", "/b/nri-x"}})
+	assert.ErrorContains(t, err, "plugin x given twice")
+	_, err = pluginSpecs(options{plugins: []string{"/a/nri-x"}, configs: map[string]string{"y": conf}})
+	assert.ErrorContains(t, err, "no --plugin named y")
+	_, err = pluginSpecs(options{plugins: []string{"/a/nri-x"}, configs: map[string]string{"x": filepath.Join(dir, "missing")}})
+	assert.ErrorContains(t, err, "reading configuration of plugin x")
+}
+
+func TestFormatMemoryLimit(t *testing.T) {
+	tests := map[string]string{
+		"max":                 "unlimited",
+		"9223372036854771712": "unlimited",
+		"67108864":            "67108864 bytes (64.0 MiB)",
+		"garbage":             "garbage",
+	}
+	for raw, want := range tests {
+		assert.Equal(t, want, formatMemoryLimit(raw), "formatMemoryLimit(%q)", raw)
+	}
+}
+
+var runDirLine = regexp.MustCompile(`run dir (\S+),`)
+
+// buildTestPlugin builds the test-only plugin for the sandbox to connect.
+func buildTestPlugin(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := sandbox.BuildPlugin(ctx, "./e2e/testplugin", t.TempDir(), "nri-e2e-test")
+	require.NoError(t, err)
+	return bin
+}
+
+// `make run --once`: the report shows, for every demo container, the env the
+// plugin added and the cgroup values read inside; nothing is left after.
+func TestRunOnce(t *testing.T) {
+	sandbox.RequirePrereqs(t, "containerd")
+	plugin := buildTestPlugin(t)
+	var out bytes.Buffer
+	err := run(sandbox.TestContext(t), options{
+		runtime: "containerd", baseDir: "/run", workload: "../../testdata/demo",
+		plugins: []string{plugin}, configs: map[string]string{}, once: true,
+		waitTimeout: 2 * time.Minute, logLevel: "info",
+	}, &out)
+	t.Log(out.String())
+	require.NoError(t, err)
+
+	report := out.String()
+	m := runDirLine.FindStringSubmatch(report)
+	require.NotNil(t, m, "the report names the run dir")
+	assert.Empty(t, sandbox.LeftoversIn(m[1]))
+
+	pods, err := sandbox.LoadPods("../../testdata/demo")
+	require.NoError(t, err)
+	for _, pod := range pods {
+		for _, c := range pod.Spec.Containers {
+			section := containerSection(report, c.Name)
+			require.NotEmpty(t, section, "report on container %s", c.Name)
+			assert.Regexp(t, `(?m)^env added:\s+NRI_SUITE_E2E=e2e-test$`, section)
+			assert.Regexp(t, `cpuset:\s+\d[\d,-]* \(Cpus_allowed_list \d`, section)
+			assert.Regexp(t, `cgroup:\s+kubepods/`, section)
+			if limit := c.Resources.Limits.Memory().Value(); limit > 0 {
+				assert.Regexp(t, `(?m)^memory limit:\s+`+regexp.QuoteMeta(formatMemoryLimit(strconv.FormatInt(limit, 10)))+"$", section)
+			} else {
+				assert.Regexp(t, `(?m)^memory limit:\s+unlimited$`, section)
+			}
+		}
+	}
+}
+
+// containerSection returns the report's lines on one container.
+func containerSection(report, container string) string {
+	var section []string
+	in := false
+	for _, line := range strings.Split(report, "\n") {
+		switch {
+		case strings.HasPrefix(line, "    container "):
+			in = strings.HasPrefix(line, "    container "+container+" ")
+		case !strings.HasPrefix(line, "      "):
+			in = false
+		case in:
+			section = append(section, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(section, "\n")
+}
+
+// startCommand builds and starts nri-sandbox as `make run` does, and returns
+// once it serves, with its run dir.
+func startCommand(t *testing.T) (*exec.Cmd, string, <-chan error) {
+	t.Helper()
+	plugin := buildTestPlugin(t)
+	bin := filepath.Join(t.TempDir(), "nri-sandbox")
+	ctx := sandbox.TestContext(t)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	cmd := exec.Command(bin, "--workload", "../../testdata/demo", "--plugin", plugin)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = testLogWriter{t}
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	lines := make(chan string)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			lines <- scanner.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	runDir := ""
+	for {
+		select {
+		case line, ok := <-lines:
+			require.True(t, ok, "nri-sandbox ended before serving")
+			t.Log(line)
+			if m := runDirLine.FindStringSubmatch(line); m != nil {
+				runDir = m[1]
+			}
+			if strings.HasPrefix(line, "serving;") {
+				require.NotEmpty(t, runDir, "the run dir was printed")
+				go func() {
+					for range lines { // keep draining until the command ends
+					}
+				}()
+				return cmd, runDir, exited
+			}
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			t.Fatal("nri-sandbox did not start serving in time")
+		}
+	}
+}
+
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// SIGTERM ends `make run` with a clean teardown and exit status 0.
+func TestSIGTERMTearsDown(t *testing.T) {
+	sandbox.RequirePrereqs(t, "containerd")
+	cmd, runDir, exited := startCommand(t)
+	require.NotEmpty(t, sandbox.LeftoversIn(runDir), "the serving sandbox is seen")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "exit status after SIGTERM")
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("nri-sandbox did not exit after SIGTERM")
+	}
+	assert.Empty(t, sandbox.LeftoversIn(runDir))
+}
+
+// A sandbox whose owner was SIGKILLed leaves shims and containers (the
+// daemons die with their parent); the next sweep removes all of it and puts
+// the sysctls back.
+func TestSweepAfterSIGKILL(t *testing.T) {
+	sandbox.RequirePrereqs(t, "containerd")
+	sysctls := readSysctls(t)
+	cmd, runDir, exited := startCommand(t)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	<-exited
+	left := sandbox.LeftoversIn(runDir)
+	assert.NotEmpty(t, left, "a killed owner leaves its containers behind")
+	t.Logf("left by the killed sandbox: %q", left)
+
+	log := logrus.New()
+	log.SetOutput(testLogWriter{t})
+	require.NoError(t, sandbox.SweepStale(sandbox.TestContext(t), "/run", log))
+	assert.Empty(t, sandbox.LeftoversIn(runDir))
+	assert.Equal(t, sysctls, readSysctls(t))
+}
+
+func readSysctls(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"} {
+		data, err := os.ReadFile(filepath.Join("/proc/sys", name))
+		require.NoError(t, err)
+		out[name] = strings.TrimSpace(string(data))
+	}
+	return out
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+)
+
+// workloadContainer is one running container of the demo workload.
+type workloadContainer struct {
+	pod  *corev1.Pod
+	spec corev1.Container
+	cri  sandbox.Container
+}
+
+// startWorkload hands the pods to the kubelet and waits until every
+// container of every pod runs.
+func startWorkload(ctx context.Context, sb *sandbox.Sandbox, pods []*corev1.Pod) ([]workloadContainer, error) {
+	for _, pod := range pods {
+		if err := sb.WritePod(pod); err != nil {
+			return nil, err
+		}
+	}
+	var workload []workloadContainer
+	for _, pod := range pods {
+		for _, spec := range pod.Spec.Containers {
+			c, err := sb.WaitContainer(ctx, pod.Name, spec.Name)
+			if err != nil {
+				return nil, err
+			}
+			workload = append(workload, workloadContainer{pod: pod, spec: spec, cri: c})
+		}
+	}
+	return workload, nil
+}
+
+// probe reads one kind of effect an NRI plugin can have on a container,
+// from inside the container where possible. A plugin that brings a new kind
+// of effect adds its probe here, so that `make run` shows it.
+type probe struct {
+	name string
+	read func(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error)
+}
+
+var probes = []probe{
+	{name: "cgroup", read: cgroupPath},
+	{name: "env added", read: envAdded},
+	{name: "cpuset", read: cpuset},
+	{name: "memory limit", read: memoryLimit},
+}
+
+// printReport prints, per container, what every probe reads. A probe that
+// fails prints its error: the report is for a person to read.
+func printReport(ctx context.Context, out io.Writer, sb *sandbox.Sandbox, workload []workloadContainer) error {
+	fmt.Fprintln(out, "workload:")
+	lastPod := ""
+	for _, c := range workload {
+		if c.cri.Pod != lastPod {
+			fmt.Fprintf(out, "  pod %s/%s\n", c.cri.Namespace, c.cri.Pod)
+			lastPod = c.cri.Pod
+		}
+		fmt.Fprintf(out, "    container %s (%.13s)\n", c.cri.Name, c.cri.ID)
+		for _, p := range probes {
+			value, err := p.read(ctx, sb, c)
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("reporting on container %s: %w", c.cri.Name, ctx.Err())
+				}
+				value = "error: " + err.Error()
+			}
+			fmt.Fprintf(out, "      %-13s %s\n", p.name+":", value)
+		}
+	}
+	return nil
+}
+
+// cgroupPath shows where the container's cgroup is, below the kubelet's
+// cgroup root: the QoS class is visible in it.
+func cgroupPath(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+	info, err := sb.CRI().Inspect(ctx, c.cri.ID)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(info.CgroupsPath, sb.CgroupRoot()+"/"), nil
+}
+
+// runtimeEnv are the variables the runtime itself sets when the image does
+// not (HOME from the user's passwd entry, HOSTNAME).
+var runtimeEnv = []string{"HOME", "HOSTNAME"}
+
+// envAdded lists the variables in the container's environment that neither
+// the manifest, the image nor the runtime set: what NRI plugins added.
+func envAdded(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+	env, err := sb.Environ(ctx, c.cri.ID)
+	if err != nil {
+		return "", err
+	}
+	imageEnv, err := sb.CRI().ImageEnv(ctx, c.spec.Image)
+	if err != nil {
+		return "", err
+	}
+	known := map[string]bool{}
+	for _, name := range runtimeEnv {
+		known[name] = true
+	}
+	for _, e := range c.spec.Env {
+		known[e.Name] = true
+	}
+	for _, kv := range imageEnv {
+		name, _, _ := strings.Cut(kv, "=")
+		known[name] = true
+	}
+	var added []string
+	for name, value := range env {
+		if !known[name] {
+			added = append(added, name+"="+value)
+		}
+	}
+	if len(added) == 0 {
+		return "none", nil
+	}
+	slices.Sort(added)
+	return strings.Join(added, " "), nil
+}
+
+// cpuset shows the container's cpuset cgroup and the CPUs its init process
+// may run on.
+func cpuset(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+	cpus, err := sb.ReadCgroup(ctx, c.cri.ID, sandbox.CPUSetCPUs)
+	if err != nil {
+		return "", err
+	}
+	status, err := sb.ProcStatus(ctx, c.cri.ID)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s (Cpus_allowed_list %s, Mems_allowed_list %s)", cpus, status["Cpus_allowed_list"], status["Mems_allowed_list"]), nil
+}
+
+// memoryLimit shows the container's memory cgroup limit.
+func memoryLimit(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+	raw, err := sb.ReadCgroup(ctx, c.cri.ID, sandbox.MemoryLimit)
+	if err != nil {
+		return "", err
+	}
+	return formatMemoryLimit(raw), nil
+}
+
+// formatMemoryLimit shows a cgroup memory limit in MiB; v2's "max" and v1's
+// page-rounded maximum mean no limit.
+func formatMemoryLimit(raw string) string {
+	if raw == "max" {
+		return "unlimited"
+	}
+	n, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return raw
+	}
+	if n >= 1<<62 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d bytes (%.1f MiB)", n, float64(n)/(1<<20))
+}

@@ -1,0 +1,33 @@
+package runtime
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseContainers(t *testing.T) {
+	out := []byte(`{"containers":[{"id":"abc","podSandboxId":"pod1","metadata":{"name":"main","attempt":2},
+	  "image":{"image":"sha256:1"},"imageRef":"sha256:1","state":"CONTAINER_RUNNING","createdAt":"1",
+	  "labels":{"io.kubernetes.pod.name":"web-nri-sandbox","io.kubernetes.pod.namespace":"demo",
+	            "io.kubernetes.pod.uid":"u1","io.kubernetes.container.name":"main"},
+	  "annotations":{"io.kubernetes.container.hash":"h"}}]}`)
+	got, err := parseContainers(out)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, Container{
+		ID: "abc", PodSandboxID: "pod1", Name: "main", Pod: "web-nri-sandbox", Namespace: "demo", PodUID: "u1",
+		State: ContainerRunning, Attempt: 2,
+		Labels: map[string]string{LabelPodName: "web-nri-sandbox", LabelPodNamespace: "demo",
+			LabelPodUID: "u1", LabelContainerName: "main"},
+		Annotations: map[string]string{"io.kubernetes.container.hash": "h"},
+	}, got[0])
+
+	none, err := parseContainers([]byte(`{"containers":[]}`))
+	require.NoError(t, err)
+	assert.Empty(t, none)
+
+	_, err = parseContainers([]byte("crictl: not json"))
+	assert.ErrorContains(t, err, "decoding crictl ps output")
+}

@@ -1,0 +1,428 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The acceptance of the real node: every scenario runs on every runtime.
+func TestRealNode(t *testing.T) {
+	scenarios := []struct {
+		name string
+		run  func(t *testing.T, runtime string)
+	}{
+		{"PluginEnvInKubeletContainer", testPluginEnv},
+		{"RuntimeRestart", testRuntimeRestart},
+		{"KubeletQoSCgroupsAndLabels", testKubeletQoS},
+		{"TeardownAfterRuntimeCrash", testTeardownAfterCrash},
+	}
+	for _, rt := range RuntimeNames() {
+		t.Run(rt, func(t *testing.T) {
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) { sc.run(t, rt) })
+			}
+		})
+	}
+}
+
+// testPluginBinary builds the test-only plugin once per test binary.
+var testPluginBinary = sync.OnceValues(func() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return BuildPlugin(ctx, "./e2e/testplugin", pluginBuildDir, "nri-e2e-test")
+})
+
+// pluginBuildDir holds binaries built for this test run; TestMain removes it.
+var pluginBuildDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nri-sandbox-plugins-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "creating plugin build dir:", err)
+		os.Exit(1)
+	}
+	pluginBuildDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func requirePlugin(t *testing.T) string {
+	t.Helper()
+	bin, err := testPluginBinary()
+	require.NoError(t, err, "building the test plugin")
+	return bin
+}
+
+// testPluginConfig is the test plugin's YAML configuration.
+func testPluginConfig(env map[string]string, syncReport string) []byte {
+	var b strings.Builder
+	if len(env) > 0 {
+		b.WriteString("env:\n")
+		for k, v := range env {
+			fmt.Fprintf(&b, "  %s: %q\n", k, v)
+		}
+	}
+	if syncReport != "" {
+		fmt.Fprintf(&b, "syncReport: %q\n", syncReport)
+	}
+	return []byte(b.String())
+}
+
+// syncReport is what the test plugin writes after each Synchronize.
+type syncReport struct {
+	Synchronizations int `json:"synchronizations"`
+	Containers       []struct {
+		ID        string `json:"id"`
+		Pod       string `json:"pod"`
+		Namespace string `json:"namespace"`
+		Container string `json:"container"`
+		State     string `json:"state"`
+	} `json:"containers"`
+}
+
+// waitSyncReport polls the report until accept takes it or ctx ends.
+func waitSyncReport(ctx context.Context, path string, accept func(syncReport) bool) (syncReport, error) {
+	var last syncReport
+	var lastErr error
+	for {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			var r syncReport
+			if err = json.Unmarshal(data, &r); err == nil {
+				last = r
+				if accept(r) {
+					return r, nil
+				}
+			}
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return last, fmt.Errorf("waiting for sync report %s: %w (last: %+v, error: %v)", path, ctx.Err(), last, lastErr)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// busyboxPod is a host-network pod with one long-running busybox container
+// named "main" that exits at once on SIGTERM.
+func busyboxPod(name string, containers ...string) *corev1.Pod {
+	if len(containers) == 0 {
+		containers = []string{"main"}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: new(int64(2))},
+	}
+	for _, c := range containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+			Name:            c,
+			Image:           BusyboxImage,
+			ImagePullPolicy: corev1.PullNever,
+			Command:         []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"},
+		})
+	}
+	return pod
+}
+
+func testPluginEnv(t *testing.T, rt string) {
+	RequirePrereqs(t, rt)
+	bin := requirePlugin(t)
+	preValue := "pre-" + strconv.FormatUint(rand.Uint64(), 36)
+	begin := time.Now()
+	sb := NewForTest(t, Options{Runtime: rt, PreRegistered: []PluginSpec{{
+		Binary: bin, Name: "e2e-pre", Idx: "20",
+		Config: testPluginConfig(map[string]string{"NRI_SANDBOX_PRE": preValue}, ""),
+	}}})
+	ctx := TestContext(t)
+
+	// Without an env config the plugin adds NRI_SUITE_E2E=<its name>.
+	ext, err := sb.StartPlugin(PluginSpec{Binary: bin, Name: "e2e-ext", Idx: "60"})
+	require.NoError(t, err)
+	require.NoError(t, ext.WaitReady(ctx))
+
+	pod := busyboxPod("env")
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "FROM_MANIFEST", Value: "yes"}}
+	require.NoError(t, sb.WritePod(pod))
+	c, err := sb.WaitContainer(ctx, "env", "main")
+	require.NoError(t, err)
+	t.Logf("clean state to a running container (runtime, kubelet, two plugins): %s", time.Since(begin).Round(time.Millisecond))
+
+	environ, err := sb.Environ(ctx, c.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "e2e-ext", environ["NRI_SUITE_E2E"], "env of the external plugin in /proc/1/environ")
+	assert.Equal(t, preValue, environ["NRI_SANDBOX_PRE"], "env of the pre-registered plugin (configured through conf.d)")
+	assert.Equal(t, "yes", environ["FROM_MANIFEST"], "env of the manifest")
+
+	// A process started later in the container sees the same environment.
+	out, err := sb.CRI().Exec(ctx, c.ID, "env")
+	require.NoError(t, err)
+	assert.Contains(t, strings.Split(out, "\n"), "NRI_SUITE_E2E=e2e-ext")
+	assert.Contains(t, strings.Split(out, "\n"), "NRI_SANDBOX_PRE="+preValue)
+}
+
+func testRuntimeRestart(t *testing.T, rt string) {
+	RequirePrereqs(t, rt)
+	bin := requirePlugin(t)
+	sb := NewForTest(t, Options{Runtime: rt})
+	ctx := TestContext(t)
+	// In the run dir: the plugin writes a last report when it is stopped at
+	// teardown, after a t.TempDir would be gone.
+	reportPath := filepath.Join(sb.Dir(), "plugins", "sync.json")
+	plugin, err := sb.StartPlugin(PluginSpec{Binary: bin, Name: "e2e-restart", Idx: "50", Config: testPluginConfig(nil, reportPath)})
+	require.NoError(t, err)
+	require.NoError(t, plugin.WaitReady(ctx))
+	first, err := waitSyncReport(ctx, reportPath, func(r syncReport) bool { return r.Synchronizations >= 1 })
+	require.NoError(t, err)
+
+	// Two kubelet pods and one pod made through raw CRI.
+	require.NoError(t, sb.WritePod(busyboxPod("restart-a")))
+	require.NoError(t, sb.WritePod(busyboxPod("restart-b", "main", "side")))
+	type want struct{ pod, namespace, container string }
+	wants := map[string]want{}
+	for _, pc := range []struct{ pod, container string }{{"restart-a", "main"}, {"restart-b", "main"}, {"restart-b", "side"}} {
+		c, err := sb.WaitContainer(ctx, pc.pod, pc.container)
+		require.NoError(t, err)
+		wants[c.ID] = want{sb.PodName(pc.pod), "default", pc.container}
+	}
+	rawID := runRawCRIPod(ctx, t, sb, "restart-raw", "raw-ns", "raw")
+	wants[rawID] = want{"restart-raw", "raw-ns", "raw"}
+
+	pids := map[string]int{}
+	for id := range wants {
+		info, err := sb.CRI().Inspect(ctx, id)
+		require.NoError(t, err)
+		require.NotZero(t, info.PID, "pid of container %s", id)
+		pids[id] = info.PID
+	}
+
+	killed := time.Now()
+	require.NoError(t, sb.RestartRuntime(ctx))
+
+	// The plugin registers again by itself and gets a new Synchronize.
+	pollCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	report, err := waitSyncReport(pollCtx, reportPath, func(r syncReport) bool { return r.Synchronizations > first.Synchronizations })
+	require.NoError(t, err, "the plugin did not synchronize again after the runtime restart")
+	t.Logf("runtime killed to plugin synchronized again: %s", time.Since(killed).Round(time.Millisecond))
+	assert.True(t, plugin.Running(), "the plugin process survives the runtime restart")
+
+	got := map[string]want{}
+	for _, c := range report.Containers {
+		if _, ok := wants[c.ID]; ok {
+			assert.Equal(t, "CONTAINER_RUNNING", c.State, "state of %s/%s in the report", c.Pod, c.Container)
+			got[c.ID] = want{c.Pod, c.Namespace, c.Container}
+		}
+	}
+	assert.Equal(t, wants, got, "containers in the Synchronize after the restart")
+
+	// The containers survived in their shims: same init process.
+	for id, pid := range pids {
+		info, err := sb.CRI().Inspect(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, pid, info.PID, "pid of container %s after the restart", id)
+	}
+
+	// And the reconnected plugin adjusts new containers again.
+	require.NoError(t, sb.WritePod(busyboxPod("restart-c")))
+	c, err := sb.WaitContainer(ctx, "restart-c", "main")
+	require.NoError(t, err)
+	environ, err := sb.Environ(ctx, c.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "e2e-restart", environ["NRI_SUITE_E2E"])
+
+	// Removing a pod through the kubelet leaves none of its containers.
+	require.NoError(t, sb.RemovePod(ctx, "restart-a"))
+	all, err := sb.CRI().Containers(ctx)
+	require.NoError(t, err)
+	for _, c := range all {
+		assert.NotEqual(t, sb.PodName("restart-a"), c.Pod, "container %s of a removed pod", c.ID)
+	}
+}
+
+// runRawCRIPod runs a host-network pod with one busybox container through
+// crictl, the way a test does what the kubelet cannot express, and returns
+// the container's id once it runs.
+func runRawCRIPod(ctx context.Context, t *testing.T, sb *Sandbox, name, namespace, container string) string {
+	t.Helper()
+	podConfig := map[string]any{
+		"metadata": map[string]any{"name": name, "namespace": namespace, "uid": fmt.Sprintf("raw-%d", rand.Uint32()), "attempt": 0},
+		"linux": map[string]any{
+			"cgroup_parent":    sb.CgroupRoot() + "/" + name,
+			"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}},
+		},
+	}
+	podID, err := sb.CRI().RunPodSandbox(ctx, podConfig)
+	require.NoError(t, err)
+	ctrConfig := map[string]any{
+		"metadata": map[string]any{"name": container},
+		"image":    map[string]any{"image": BusyboxImage},
+		"command":  []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"},
+		"labels":   map[string]string{LabelContainerName: container},
+	}
+	id, err := sb.CRI().CreateContainer(ctx, podID, ctrConfig, podConfig)
+	require.NoError(t, err)
+	require.NoError(t, sb.CRI().StartContainer(ctx, id))
+	return id
+}
+
+func testKubeletQoS(t *testing.T, rt string) {
+	RequirePrereqs(t, rt)
+	sb := NewForTest(t, Options{Runtime: rt})
+	ctx := TestContext(t)
+
+	resources := func(cpuReq, cpuLim, memReq, memLim string) corev1.ResourceRequirements {
+		r := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+		for _, q := range []struct {
+			list  corev1.ResourceList
+			name  corev1.ResourceName
+			value string
+		}{{r.Requests, corev1.ResourceCPU, cpuReq}, {r.Limits, corev1.ResourceCPU, cpuLim},
+			{r.Requests, corev1.ResourceMemory, memReq}, {r.Limits, corev1.ResourceMemory, memLim}} {
+			if q.value != "" {
+				q.list[q.name] = resource.MustParse(q.value)
+			}
+		}
+		return r
+	}
+	tests := []struct {
+		pod       string
+		resources corev1.ResourceRequirements
+		qosDir    string // below kubepods; Guaranteed pods sit directly in it
+		skip      map[string]string
+	}{
+		{pod: "qos-besteffort", qosDir: "/besteffort"},
+		{pod: "qos-burstable", resources: resources("250m", "", "", "64Mi"), qosDir: "/burstable"},
+		{pod: "qos-guaranteed", resources: resources("500m", "500m", "64Mi", "64Mi"), qosDir: "",
+			skip: map[string]string{"crio": "CRI-O passes the Guaranteed oom_score_adj -997, which these hosts refuse"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pod, func(t *testing.T) {
+			if reason, ok := tt.skip[rt]; ok {
+				t.Skip(reason)
+			}
+			pod := busyboxPod(tt.pod)
+			pod.Spec.Containers[0].Resources = tt.resources
+			require.NoError(t, sb.WritePod(pod))
+			c, err := sb.WaitContainer(ctx, tt.pod, "main")
+			require.NoError(t, err)
+
+			// The kubelet's labels.
+			assert.Equal(t, sb.PodName(tt.pod), c.Labels[LabelPodName])
+			assert.Equal(t, "default", c.Labels[LabelPodNamespace])
+			assert.Equal(t, "main", c.Labels[LabelContainerName])
+			require.NotEmpty(t, c.PodUID)
+			sandboxes, err := sb.CRI().PodSandboxes(ctx)
+			require.NoError(t, err)
+			var podSandbox *PodSandbox
+			for i := range sandboxes {
+				if sandboxes[i].ID == c.PodSandboxID {
+					podSandbox = &sandboxes[i]
+				}
+			}
+			require.NotNil(t, podSandbox, "pod sandbox %s of container %s", c.PodSandboxID, c.ID)
+			assert.Equal(t, c.PodUID, podSandbox.UID)
+			assert.Equal(t, "file", podSandbox.Annotations["kubernetes.io/config.source"], "a static pod's config source")
+
+			// The kubelet's QoS cgroup, as the runtime got it and inside the container.
+			info, err := sb.CRI().Inspect(ctx, c.ID)
+			require.NoError(t, err)
+			podCgroup := sb.CgroupRoot() + "/kubepods" + tt.qosDir + "/pod" + c.PodUID
+			require.True(t, strings.HasPrefix(info.CgroupsPath, podCgroup+"/"), "cgroupsPath %s is below %s", info.CgroupsPath, podCgroup)
+			selfCgroup, err := sb.ReadFile(ctx, c.ID, "/proc/self/cgroup")
+			require.NoError(t, err)
+			assert.Contains(t, selfCgroup, podCgroup)
+
+			// The kubelet's CPU and memory settings on the host's cgroups.
+			cpu := tt.resources.Requests.Cpu().MilliValue()
+			wantShares := int64(2) // the kubelet's minimum, for pods without a CPU request
+			if cpu > 0 {
+				wantShares = cpu * 1024 / 1000
+			}
+			assert.Equal(t, strconv.FormatInt(wantShares, 10), readHostCgroup(t, "cpu", info.CgroupsPath, "cpu.shares"))
+			if limit := tt.resources.Limits.Cpu().MilliValue(); limit > 0 {
+				assert.Equal(t, strconv.FormatInt(limit*100, 10), readHostCgroup(t, "cpu", info.CgroupsPath, "cpu.cfs_quota_us"), "quota for a %dm limit with a 100ms period", limit)
+			}
+			if limit := tt.resources.Limits.Memory().Value(); limit > 0 {
+				assert.Equal(t, strconv.FormatInt(limit, 10), readHostCgroup(t, "memory", info.CgroupsPath, "memory.limit_in_bytes"))
+				inside, err := sb.ReadCgroup(ctx, c.ID, MemoryLimit)
+				require.NoError(t, err)
+				assert.Equal(t, strconv.FormatInt(limit, 10), inside, "memory limit seen inside the container")
+			}
+		})
+	}
+}
+
+// readHostCgroup reads a cgroup v1 file of a cgroup on the host.
+func readHostCgroup(t *testing.T, controller, cgroupsPath, file string) string {
+	t.Helper()
+	dir, err := CgroupDir(controller, cgroupsPath)
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(dir, file))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(data))
+}
+
+// testTeardownAfterCrash shows that the leftover check sees a live sandbox,
+// and that teardown still leaves nothing when the runtime died first and the
+// containers have to be found by PID, mount and cgroup.
+func testTeardownAfterCrash(t *testing.T, rt string) {
+	RequirePrereqs(t, rt)
+	bin := requirePlugin(t)
+	sysctlsBefore := readSysctls(t)
+	ctx := TestContext(t)
+	sb, err := Start(ctx, Options{Runtime: rt, Log: TestLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Close() }) // a net for failed requires; Close is idempotent
+
+	plugin, err := sb.StartPlugin(PluginSpec{Binary: bin, Name: "e2e-teardown", Idx: "50"})
+	require.NoError(t, err)
+	require.NoError(t, plugin.WaitReady(ctx))
+	require.NoError(t, sb.WritePod(busyboxPod("teardown", "main", "side")))
+	c, err := sb.WaitContainer(ctx, "teardown", "main")
+	require.NoError(t, err)
+	info, err := sb.CRI().Inspect(ctx, c.ID)
+	require.NoError(t, err)
+
+	live := strings.Join(sb.Leftovers(), "\n")
+	assert.Contains(t, live, fmt.Sprintf("process %d ", info.PID), "the container's init process is seen as the sandbox's")
+	assert.Contains(t, live, fmt.Sprintf("process %d ", plugin.PID()), "the plugin is seen as the sandbox's")
+	assert.Contains(t, live, "mount "+sb.Dir()+"/", "the container's rootfs mount is seen")
+	assert.Contains(t, live, "cgroup /sys/fs/cgroup/", "the cgroup root is seen")
+
+	require.NoError(t, syscall.Kill(sb.Runtime().PID(), syscall.SIGKILL))
+	require.NoError(t, sb.Close())
+	assert.Empty(t, sb.Leftovers())
+	assert.Equal(t, sysctlsBefore, readSysctls(t), "sysctls after teardown")
+	_, err = os.Stat(filepath.Join("/proc", strconv.Itoa(info.PID)))
+	assert.True(t, errors.Is(err, os.ErrNotExist) || isZombie(info.PID), "container init process %d is gone", info.PID)
+}
+
+func readSysctls(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range kubeletSysctls {
+		data, err := os.ReadFile(filepath.Join("/proc/sys", name))
+		require.NoError(t, err)
+		out[name] = strings.TrimSpace(string(data))
+	}
+	return out
+}

@@ -1,0 +1,158 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// PluginSpec says how to run one NRI plugin binary of the suite.
+type PluginSpec struct {
+	// Binary is the plugin executable (see BuildPlugin).
+	Binary string
+	// Name and Idx register the plugin with NRI; Idx is two digits, "00"-"99".
+	Name string
+	Idx  string
+	// Config is the plugin's YAML configuration; empty for none.
+	Config []byte
+	// LogLevel is passed as --log-level; empty means "info".
+	LogLevel string
+}
+
+func (s PluginSpec) validate() error {
+	if s.Binary == "" || s.Name == "" {
+		return fmt.Errorf("plugin spec %+v: binary and name are required", s)
+	}
+	if n, err := strconv.Atoi(s.Idx); err != nil || len(s.Idx) != 2 || n < 0 {
+		return fmt.Errorf("plugin %s: idx %q: expected two digits, 00 to 99", s.Name, s.Idx)
+	}
+	return nil
+}
+
+// Plugin is an external plugin process started by the sandbox.
+type Plugin struct {
+	Spec    PluginSpec
+	LogPath string
+	process *process
+}
+
+// PID returns the plugin's process id.
+func (p *Plugin) PID() int { return p.process.PID() }
+
+// Running reports whether the plugin process is alive.
+func (p *Plugin) Running() bool { return !p.process.exited() }
+
+// Stop sends SIGTERM, and SIGKILL after grace.
+func (p *Plugin) Stop(grace time.Duration) { p.process.stop(grace) }
+
+// httpAddrPattern finds the address the runner logs when it serves
+// /metrics, /healthz and /readyz (logrus text: addr="127.0.0.1:41234").
+var httpAddrPattern = regexp.MustCompile(`msg="serving /metrics[^"]*".*\baddr="?([^"\s]+)`)
+
+// HTTPAddr returns the address the plugin serves HTTP on, from its log; ""
+// until it has started serving.
+func (p *Plugin) HTTPAddr() string {
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return ""
+	}
+	return parseHTTPAddr(string(data))
+}
+
+func parseHTTPAddr(log string) string {
+	m := httpAddrPattern.FindAllStringSubmatch(log, -1)
+	if len(m) == 0 {
+		return ""
+	}
+	return m[len(m)-1][1]
+}
+
+// WaitReady waits until the plugin's /readyz answers 200: registered with
+// the runtime and synchronized.
+func (p *Plugin) WaitReady(ctx context.Context) error {
+	return p.process.waitFor(ctx, "plugin "+p.Spec.Name+" to be ready", func(ctx context.Context) error {
+		addr := p.HTTPAddr()
+		if addr == "" {
+			return errors.New("no HTTP address in the plugin's log yet")
+		}
+		return httpOK(ctx, "http://"+addr+"/readyz")
+	})
+}
+
+// moduleRoot finds the directory of the go.mod above the working directory,
+// so that plugin packages can be named as in the repository ("./e2e/testplugin").
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding the module root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("finding the module root: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// BuildPlugin builds the plugin package pkg (a path relative to the module
+// root, like "./e2e/testplugin") into dir/name and returns the binary's path.
+func BuildPlugin(ctx context.Context, pkg, dir, name string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("creating plugin build dir: %w", err)
+	}
+	out := filepath.Join(dir, name)
+	if _, err := runTool(ctx, nil, "go", "build", "-C", root, "-o", out, pkg); err != nil {
+		return "", fmt.Errorf("building plugin %s: %w", pkg, err)
+	}
+	return out, nil
+}
+
+// pluginArgs are the runner's standard flags for an external plugin.
+func pluginArgs(spec PluginSpec, socket, configPath string) []string {
+	level := spec.LogLevel
+	if level == "" {
+		level = "info"
+	}
+	args := []string{spec.Binary, "--name", spec.Name, "--idx", spec.Idx, "--socket", socket,
+		"--http-addr", "127.0.0.1:0", "--log-level", level}
+	if configPath != "" {
+		args = append(args, "--config", configPath)
+	}
+	return args
+}
+
+// installPreRegistered lays out a plugin the way the runtime launches it:
+// the binary as NN-name in the plugin dir, its configuration as NN-name.conf
+// in the plugin config dir.
+func installPreRegistered(spec PluginSpec, nri NRIConfig) error {
+	if err := spec.validate(); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(spec.Binary)
+	if err != nil {
+		return fmt.Errorf("reading plugin binary %s: %w", spec.Binary, err)
+	}
+	base := spec.Idx + "-" + spec.Name
+	if err := os.WriteFile(filepath.Join(nri.PluginPath, base), data, 0o755); err != nil {
+		return fmt.Errorf("installing pre-registered plugin %s: %w", base, err)
+	}
+	if len(spec.Config) > 0 {
+		if err := os.WriteFile(filepath.Join(nri.PluginConfigPath, base+".conf"), spec.Config, 0o644); err != nil {
+			return fmt.Errorf("installing configuration of pre-registered plugin %s: %w", base, err)
+		}
+	}
+	return nil
+}

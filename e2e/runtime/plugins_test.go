@@ -1,0 +1,75 @@
+package runtime
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPluginSpecValidate(t *testing.T) {
+	tests := []struct {
+		spec    PluginSpec
+		wantErr string
+	}{
+		{spec: PluginSpec{Binary: "/b", Name: "x", Idx: "05"}},
+		{spec: PluginSpec{Binary: "/b", Name: "x", Idx: "5"}, wantErr: `plugin x: idx "5": expected two digits, 00 to 99`},
+		{spec: PluginSpec{Binary: "/b", Name: "x", Idx: "-1"}, wantErr: `idx "-1": expected two digits`},
+		{spec: PluginSpec{Binary: "/b", Name: "x", Idx: "ab"}, wantErr: `idx "ab": expected two digits`},
+		{spec: PluginSpec{Binary: "/b", Idx: "10"}, wantErr: "binary and name are required"},
+		{spec: PluginSpec{Name: "x", Idx: "10"}, wantErr: "binary and name are required"},
+	}
+	for _, tt := range tests {
+		err := tt.spec.validate()
+		if tt.wantErr == "" {
+			assert.NoError(t, err, "%+v", tt.spec)
+		} else {
+			assert.ErrorContains(t, err, tt.wantErr)
+		}
+	}
+}
+
+func TestParseHTTPAddr(t *testing.T) {
+	tests := map[string]string{
+		`time="x" level=info msg="serving /metrics, /healthz and /readyz" addr="127.0.0.1:41234" plugin=e2e`:                 "127.0.0.1:41234",
+		`level=info msg="serving /metrics, /healthz and /readyz" addr=127.0.0.1:80` + "\n":                                   "127.0.0.1:80",
+		"level=info msg=\"serving /metrics\" addr=\"127.0.0.1:1\"\nlevel=info msg=\"serving /metrics\" addr=\"127.0.0.1:2\"": "127.0.0.1:2",
+		`level=info msg="registered with the runtime" addr="127.0.0.1:9"`:                                                    "",
+		"": "",
+	}
+	for log, want := range tests {
+		assert.Equal(t, want, parseHTTPAddr(log), "parseHTTPAddr(%q)", log)
+	}
+}
+
+func TestPluginArgs(t *testing.T) {
+	spec := PluginSpec{Binary: "/bin/nri-x", Name: "x", Idx: "30"}
+	assert.Equal(t, []string{"/bin/nri-x", "--name", "x", "--idx", "30", "--socket", "/run/s/nri.sock",
+		"--http-addr", "127.0.0.1:0", "--log-level", "info", "--config", "/c.yaml"},
+		pluginArgs(spec, "/run/s/nri.sock", "/c.yaml"))
+	spec.LogLevel = "debug"
+	assert.Equal(t, []string{"/bin/nri-x", "--name", "x", "--idx", "30", "--socket", "/s",
+		"--http-addr", "127.0.0.1:0", "--log-level", "debug"}, pluginArgs(spec, "/s", ""))
+}
+
+func TestInstallPreRegistered(t *testing.T) {
+	dir := t.TempDir()
+	nri := NRIConfig{PluginPath: filepath.Join(dir, "plugins"), PluginConfigPath: filepath.Join(dir, "conf.d")}
+	require.NoError(t, os.MkdirAll(nri.PluginPath, 0o755))
+	require.NoError(t, os.MkdirAll(nri.PluginConfigPath, 0o755))
+	bin := filepath.Join(dir, "nri-x")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755))
+
+	require.NoError(t, installPreRegistered(PluginSpec{Binary: bin, Name: "x", Idx: "20", Config: []byte("a: 1\n")}, nri))
+	st, err := os.Stat(filepath.Join(nri.PluginPath, "20-x"))
+	require.NoError(t, err)
+	assert.NotZero(t, st.Mode().Perm()&0o100, "the installed plugin is executable")
+	conf, err := os.ReadFile(filepath.Join(nri.PluginConfigPath, "20-x.conf"))
+	require.NoError(t, err)
+	assert.Equal(t, "a: 1\n", string(conf))
+
+	err = installPreRegistered(PluginSpec{Binary: filepath.Join(dir, "missing"), Name: "y", Idx: "21"}, nri)
+	assert.ErrorContains(t, err, "reading plugin binary")
+}

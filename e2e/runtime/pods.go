@@ -1,0 +1,287 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// DecodePod decodes a kubelet-style Pod manifest (YAML or JSON) strictly and
+// checks that the sandbox can run it.
+func DecodePod(data []byte) (*corev1.Pod, error) {
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
+		return nil, fmt.Errorf("decoding pod manifest: %w", err)
+	}
+	if err := CheckPod(&pod); err != nil {
+		return nil, err
+	}
+	return &pod, nil
+}
+
+// LoadPods decodes every *.yaml manifest in dir, sorted by file name.
+func LoadPods(dir string) ([]*corev1.Pod, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("listing pod manifests in %s: %w", dir, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("loading pod manifests: no *.yaml in %s", dir)
+	}
+	sort.Strings(files)
+	pods := make([]*corev1.Pod, 0, len(files))
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("loading pod manifest: %w", err)
+		}
+		pod, err := DecodePod(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		pods = append(pods, pod)
+	}
+	return pods, nil
+}
+
+// CheckPod rejects what the sandbox cannot run: a pod without a name or
+// containers, a pod network (there is no CNI), and image pulls (images are
+// local only and the registry is unreachable).
+func CheckPod(pod *corev1.Pod) error {
+	if pod.Kind != "" && pod.Kind != "Pod" {
+		return fmt.Errorf("pod manifest: kind is %q, expected Pod", pod.Kind)
+	}
+	if pod.Name == "" {
+		return errors.New("pod manifest: metadata.name is empty, expected a name")
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return fmt.Errorf("pod %s: spec.containers is empty, expected at least one container", pod.Name)
+	}
+	if !pod.Spec.HostNetwork {
+		return fmt.Errorf("pod %s: spec.hostNetwork is false, expected true (the sandbox has no CNI)", pod.Name)
+	}
+	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for _, c := range all {
+		if c.ImagePullPolicy != corev1.PullNever && c.ImagePullPolicy != corev1.PullIfNotPresent {
+			return fmt.Errorf("pod %s: container %s: imagePullPolicy is %q, expected Never or IfNotPresent (images are local)",
+				pod.Name, c.Name, c.ImagePullPolicy)
+		}
+	}
+	return nil
+}
+
+// PodName is the name the kubelet gives a static pod: the manifest's name
+// with the node name appended.
+func (s *Sandbox) PodName(manifestName string) string {
+	return manifestName + "-" + s.opts.NodeName
+}
+
+func (s *Sandbox) manifestPath(name string) string {
+	return filepath.Join(s.kubelet.staticPods, name+".yaml")
+}
+
+// WritePod puts a Pod manifest into the kubelet's static pod directory. The
+// file appears atomically (hidden temp file, then rename), so that the
+// kubelet never reads half of it.
+func (s *Sandbox) WritePod(pod *corev1.Pod) error {
+	if err := CheckPod(pod); err != nil {
+		return err
+	}
+	manifest := pod.DeepCopy()
+	manifest.Kind, manifest.APIVersion = "Pod", "v1"
+	data, err := yaml.Marshal(manifest)
+	if err != nil {
+		return fmt.Errorf("encoding pod %s: %w", pod.Name, err)
+	}
+	tmp := filepath.Join(s.kubelet.staticPods, "."+pod.Name+".yaml.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("writing pod %s: %w", pod.Name, err)
+	}
+	if err := os.Rename(tmp, s.manifestPath(pod.Name)); err != nil {
+		return fmt.Errorf("writing pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// RemovePod deletes a pod's manifest, waits until the kubelet has stopped
+// its containers, removes its sandboxes through CRI (instead of waiting for
+// the kubelet's garbage collection) and returns once none of its containers
+// is left.
+func (s *Sandbox) RemovePod(ctx context.Context, name string) error {
+	if err := os.Remove(s.manifestPath(name)); err != nil {
+		return fmt.Errorf("removing manifest of pod %s: %w", name, err)
+	}
+	podName := s.PodName(name)
+	err := s.pollCRI(ctx, "the kubelet to stop pod "+podName, func(cs []Container, ps []PodSandbox) bool {
+		for _, c := range cs {
+			if c.Pod == podName && c.State == ContainerRunning {
+				return false
+			}
+		}
+		for _, p := range ps {
+			if p.Name == podName && p.State == "SANDBOX_READY" {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	pods, err := s.cri.PodSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if p.Name == podName {
+			if err := s.cri.RemovePodSandbox(ctx, p.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return s.pollCRI(ctx, "the containers of pod "+podName+" to be gone", func(cs []Container, ps []PodSandbox) bool {
+		for _, c := range cs {
+			if c.Pod == podName {
+				return false
+			}
+		}
+		for _, p := range ps {
+			if p.Name == podName {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// pollCRI lists containers and pod sandboxes until done accepts them or ctx ends.
+func (s *Sandbox) pollCRI(ctx context.Context, what string, done func([]Container, []PodSandbox) bool) error {
+	var lastErr error
+	for {
+		cs, err := s.cri.Containers(ctx)
+		if err == nil {
+			var ps []PodSandbox
+			if ps, err = s.cri.PodSandboxes(ctx); err == nil && done(cs, ps) {
+				return nil
+			}
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), lastErr)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// WaitContainer waits until the container named container of the static pod
+// from manifest name runs, and returns it (the latest attempt).
+func (s *Sandbox) WaitContainer(ctx context.Context, name, container string) (Container, error) {
+	podName := s.PodName(name)
+	var found Container
+	var seen []string
+	err := s.pollCRI(ctx, "container "+container+" of pod "+podName+" to run", func(cs []Container, _ []PodSandbox) bool {
+		seen = seen[:0]
+		for _, c := range cs {
+			if c.Pod != podName || c.Name != container {
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("attempt %d %s", c.Attempt, c.State))
+			if c.State == ContainerRunning && (found.ID == "" || c.Attempt > found.Attempt) {
+				found = c
+			}
+		}
+		return found.ID != ""
+	})
+	if err != nil {
+		return Container{}, fmt.Errorf("%w; seen: [%s]; last kubelet log lines:\n%s",
+			err, strings.Join(seen, ", "), tailFile(s.KubeletLog(), 15))
+	}
+	return found, nil
+}
+
+// ReadFile returns the content of path inside a running container.
+func (s *Sandbox) ReadFile(ctx context.Context, id, path string) (string, error) {
+	return s.cri.Exec(ctx, id, "cat", path)
+}
+
+// Environ returns the environment of a container's init process, as the
+// runtime (and every NRI plugin) left it.
+func (s *Sandbox) Environ(ctx context.Context, id string) (map[string]string, error) {
+	raw, err := s.ReadFile(ctx, id, "/proc/1/environ")
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnviron(raw), nil
+}
+
+// ProcStatus returns the fields of /proc/1/status inside a container
+// (Cpus_allowed_list, Mems_allowed_list, ...).
+func (s *Sandbox) ProcStatus(ctx context.Context, id string) (map[string]string, error) {
+	raw, err := s.ReadFile(ctx, id, "/proc/1/status")
+	if err != nil {
+		return nil, err
+	}
+	return ParseProcStatus(raw), nil
+}
+
+// ParseEnviron splits a NUL-separated environment (/proc/PID/environ) into
+// a map; entries without "=" are kept with an empty value.
+func ParseEnviron(raw string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range bytes.Split([]byte(raw), []byte{0}) {
+		if len(kv) == 0 {
+			continue
+		}
+		k, v, _ := strings.Cut(string(kv), "=")
+		env[k] = v
+	}
+	return env
+}
+
+// ParseProcStatus splits /proc/PID/status ("Key:\tvalue" lines) into a map.
+func ParseProcStatus(raw string) map[string]string {
+	status := map[string]string{}
+	for _, line := range strings.Split(raw, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			status[k] = strings.TrimSpace(v)
+		}
+	}
+	return status
+}
+
+// CgroupFile names one cgroup interface file as a container sees it, on a
+// cgroup v1 host (per-controller mounts) and on a v2 host.
+type CgroupFile struct {
+	V1Controller string
+	V1           string
+	V2           string
+}
+
+// The cgroup files the sandbox's reports read.
+var (
+	CPUSetCPUs  = CgroupFile{V1Controller: "cpuset", V1: "cpuset.cpus", V2: "cpuset.cpus.effective"}
+	MemoryLimit = CgroupFile{V1Controller: "memory", V1: "memory.limit_in_bytes", V2: "memory.max"}
+)
+
+// ReadCgroup reads a cgroup file of the container's own cgroup from inside
+// the container, trying the v1 layout first.
+func (s *Sandbox) ReadCgroup(ctx context.Context, id string, f CgroupFile) (string, error) {
+	out, err := s.ReadFile(ctx, id, filepath.Join("/sys/fs/cgroup", f.V1Controller, f.V1))
+	if err != nil {
+		var v2Err error
+		if out, v2Err = s.ReadFile(ctx, id, filepath.Join("/sys/fs/cgroup", f.V2)); v2Err != nil {
+			return "", fmt.Errorf("reading cgroup file %s (v1) or %s (v2) in container %s: %w", f.V1, f.V2, id, errors.Join(err, v2Err))
+		}
+	}
+	return strings.TrimSpace(out), nil
+}

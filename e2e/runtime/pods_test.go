@@ -1,0 +1,103 @@
+package runtime
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const validPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: ok
+spec:
+  hostNetwork: true
+  containers:
+    - name: main
+      image: localhost/nri-suite/busybox:latest
+      imagePullPolicy: Never
+`
+
+func TestDecodePod(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr string
+	}{
+		{name: "valid", yaml: validPod},
+		{name: "IfNotPresent is local too", yaml: replace(validPod, "Never", "IfNotPresent")},
+		{name: "no name", yaml: replace(validPod, "name: ok", "labels: {}"),
+			wantErr: "metadata.name is empty, expected a name"},
+		{name: "pod network", yaml: replace(validPod, "hostNetwork: true", "hostNetwork: false"),
+			wantErr: "pod ok: spec.hostNetwork is false, expected true (the sandbox has no CNI)"},
+		{name: "pulls", yaml: replace(validPod, "imagePullPolicy: Never", "imagePullPolicy: Always"),
+			wantErr: `pod ok: container main: imagePullPolicy is "Always", expected Never or IfNotPresent`},
+		{name: "default pull policy", yaml: replace(validPod, "      imagePullPolicy: Never\n", ""),
+			wantErr: `container main: imagePullPolicy is "", expected Never or IfNotPresent`},
+		{name: "init container pulls", yaml: validPod + "  initContainers:\n    - name: init\n      image: x\n",
+			wantErr: `container init: imagePullPolicy is ""`},
+		{name: "no containers", yaml: "kind: Pod\nmetadata: {name: empty}\nspec: {hostNetwork: true}\n",
+			wantErr: "pod empty: spec.containers is empty"},
+		{name: "wrong kind", yaml: replace(validPod, "kind: Pod", "kind: Deployment"),
+			wantErr: `kind is "Deployment", expected Pod`},
+		{name: "unknown field", yaml: validPod + "  hostNetwrok: true\n",
+			wantErr: `unknown field "hostNetwrok"`},
+		{name: "not YAML", yaml: "{", wantErr: "decoding pod manifest"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod, err := DecodePod([]byte(tt.yaml))
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "ok", pod.Name)
+		})
+	}
+}
+
+// replace changes the first old in s; a row whose old is missing stays
+// valid and fails on its expected error.
+func replace(s, old, new string) string { return strings.Replace(s, old, new, 1) }
+
+func FuzzDecodePod(f *testing.F) {
+	f.Add(validPod)
+	f.Add("kind: Pod\nmetadata: {name: x}\nspec: {hostNetwork: true, containers: [{name: c, imagePullPolicy: Never}]}\n")
+	f.Add("spec: {containers: [{resources: {limits: {cpu: 'x'}}}]}")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, manifest string) {
+		pod, err := DecodePod([]byte(manifest))
+		if err == nil {
+			assert.NoError(t, CheckPod(pod), "an accepted pod passes CheckPod")
+		}
+	})
+}
+
+// The demo workload of `make run` must be runnable by the sandbox.
+func TestLoadPodsDemo(t *testing.T) {
+	pods, err := LoadPods("testdata/demo")
+	require.NoError(t, err)
+	require.NotEmpty(t, pods)
+	names := map[string]bool{}
+	for _, p := range pods {
+		assert.False(t, names[p.Name], "pod name %s is unique", p.Name)
+		names[p.Name] = true
+	}
+	_, err = LoadPods(t.TempDir())
+	assert.ErrorContains(t, err, "no *.yaml in")
+}
+
+func TestParseEnviron(t *testing.T) {
+	got := ParseEnviron("PATH=/bin\x00EMPTY=\x00EQ=a=b\x00NOVALUE\x00\x00")
+	assert.Equal(t, map[string]string{"PATH": "/bin", "EMPTY": "", "EQ": "a=b", "NOVALUE": ""}, got)
+	assert.Empty(t, ParseEnviron(""))
+}
+
+func TestParseProcStatus(t *testing.T) {
+	got := ParseProcStatus("Name:\tsh\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t0\nno colon here\n")
+	assert.Equal(t, map[string]string{"Name": "sh", "Cpus_allowed_list": "0-1", "Mems_allowed_list": "0"}, got)
+}

@@ -1,0 +1,91 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Runtime is a CRI container runtime with NRI that a Sandbox can run under its
+// kubelet. Implementations keep every socket and state directory under
+// RuntimeEnv.Dir, so that the kubelet part of the sandbox needs nothing but
+// the CRI endpoint.
+type Runtime interface {
+	// Name is the short name used in test names and flags ("containerd").
+	Name() string
+	// Binaries lists the executables the runtime needs in the cache's bin dir.
+	Binaries() []string
+	// Start writes the configuration, starts the runtime, waits until its CRI
+	// answers and loads env.Images so that pods never pull.
+	Start(ctx context.Context, env RuntimeEnv) error
+	// Restart kills the runtime with SIGKILL, leaving its containers to their
+	// shims, starts it again with the same configuration and waits for its CRI.
+	Restart(ctx context.Context) error
+	// Stop stops the runtime (SIGTERM, then SIGKILL after grace). Containers
+	// are not stopped: the sandbox does that through CRI before.
+	Stop(ctx context.Context, grace time.Duration) error
+	// Endpoint is the CRI endpoint, "unix:///path".
+	Endpoint() string
+	// HostDirs lists host directories the runtime may create whatever its
+	// configuration says; the sandbox removes those that did not exist.
+	HostDirs() []string
+	// PID is the process id of the runtime daemon, 0 when it is not running.
+	PID() int
+}
+
+// RuntimeEnv is what the sandbox hands to a Runtime at Start.
+type RuntimeEnv struct {
+	// Dir is the runtime's private directory (created, empty at first start).
+	Dir string
+	// Cache locates the binaries.
+	Cache Cache
+	// Images are loaded into the runtime's CRI image store.
+	Images []Image
+	// PauseImage is the sandbox (infra) image reference.
+	PauseImage string
+	// NRI is where the runtime serves NRI and finds pre-registered plugins.
+	NRI NRIConfig
+	// CDISpecDirs are the directories the runtime reads CDI specs from.
+	CDISpecDirs []string
+	// Log receives the runtime's lifecycle messages.
+	Log logrus.FieldLogger
+}
+
+// NRIConfig is the runtime side of NRI: the socket plugins connect to, the
+// pre-registered plugin directories and the timeouts.
+type NRIConfig struct {
+	Socket              string
+	PluginPath          string
+	PluginConfigPath    string
+	RegistrationTimeout time.Duration
+	RequestTimeout      time.Duration
+}
+
+// runtimes maps a runtime's name to its constructor; a new runtime adds itself
+// here and every table-driven test over RuntimeNames picks it up.
+var runtimes = map[string]func() Runtime{
+	"containerd": func() Runtime { return NewContainerd() },
+}
+
+// RuntimeNames returns the names of the supported runtimes, sorted.
+func RuntimeNames() []string {
+	names := make([]string, 0, len(runtimes))
+	for name := range runtimes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// NewRuntime returns a fresh Runtime by name.
+func NewRuntime(name string) (Runtime, error) {
+	newRuntime, ok := runtimes[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown runtime %q: expected one of %s", name, strings.Join(RuntimeNames(), ", "))
+	}
+	return newRuntime(), nil
+}

@@ -1,0 +1,305 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Options configure a Sandbox; the zero value is usable.
+type Options struct {
+	// Runtime names the container runtime (see RuntimeNames); default containerd.
+	Runtime string
+	// BaseDir holds the run dir; default /run. Keep it short: unix socket
+	// paths under it are limited.
+	BaseDir string
+	// Cache locates binaries and images; default DefaultCache().
+	Cache Cache
+	// NodeName is the kubelet's --hostname-override; default "nri-sandbox".
+	NodeName string
+	// PreRegistered plugins are installed into the runtime's plugin dir
+	// before it starts, so that the runtime launches them itself.
+	PreRegistered []PluginSpec
+	// KeepRunDir leaves the run dir (logs, configs) after teardown.
+	KeepRunDir bool
+	// Log receives the sandbox's progress; default logrus' standard logger.
+	Log logrus.FieldLogger
+}
+
+// Sandbox is a running node: a container runtime with NRI and a standalone
+// kubelet, all under one run dir. Close tears it down.
+type Sandbox struct {
+	opts    Options
+	rt      Runtime
+	dir     string
+	nri     NRIConfig
+	cdiDir  string
+	cri     *CRI
+	kubelet *kubelet
+	host    *hostState
+	lock    *os.File
+	log     logrus.FieldLogger
+
+	mu      sync.Mutex
+	plugins []*Plugin
+	closed  bool
+}
+
+// DefaultNodeName is the kubelet's node name unless Options.NodeName says otherwise.
+const DefaultNodeName = "nri-sandbox"
+
+// Start starts a sandbox and returns once the runtime and the kubelet
+// answer. On error, whatever was started is torn down again.
+func Start(ctx context.Context, opts Options) (*Sandbox, error) {
+	if opts.Runtime == "" {
+		opts.Runtime = "containerd"
+	}
+	if opts.BaseDir == "" {
+		opts.BaseDir = "/run"
+	}
+	if opts.Cache.Root == "" {
+		opts.Cache = DefaultCache()
+	}
+	if opts.NodeName == "" {
+		opts.NodeName = DefaultNodeName
+	}
+	if opts.Log == nil {
+		opts.Log = logrus.StandardLogger()
+	}
+	rt, err := NewRuntime(opts.Runtime)
+	if err != nil {
+		return nil, fmt.Errorf("starting sandbox: %w", err)
+	}
+	if err := CheckPrereqs(rt, opts.Cache); err != nil {
+		return nil, fmt.Errorf("starting sandbox: %w", err)
+	}
+	for _, spec := range opts.PreRegistered {
+		if err := spec.validate(); err != nil {
+			return nil, fmt.Errorf("starting sandbox: %w", err)
+		}
+	}
+	s := &Sandbox{opts: opts, rt: rt, log: opts.Log.WithField("runtime", rt.Name())}
+	if err := s.start(ctx); err != nil {
+		if closeErr := s.Close(); closeErr != nil {
+			s.log.WithError(closeErr).Error("tearing down the half-started sandbox")
+		}
+		return nil, fmt.Errorf("starting %s sandbox: %w", rt.Name(), err)
+	}
+	return s, nil
+}
+
+func (s *Sandbox) start(ctx context.Context) error {
+	lock, err := lockHost(ctx, hostLockPath, func(msg string) { s.log.Info(msg) })
+	if err != nil {
+		return err
+	}
+	s.lock = lock
+	if err := sweepStale(s.opts.BaseDir, s.log); err != nil {
+		return err
+	}
+	if s.dir, err = os.MkdirTemp(s.opts.BaseDir, runDirPrefix); err != nil {
+		return fmt.Errorf("creating run dir: %w", err)
+	}
+	s.log = s.log.WithField("dir", s.dir)
+	if s.host, err = recordHost(slices.Concat(kubeletHostDirs, s.rt.HostDirs())); err != nil {
+		return err
+	}
+	if err := s.host.save(s.dir); err != nil {
+		return err
+	}
+	if err := createCgroupRoot(cgroupRootFor(s.dir)); err != nil {
+		return err
+	}
+	s.nri = NRIConfig{
+		Socket:              filepath.Join(s.dir, "nri", "nri.sock"),
+		PluginPath:          filepath.Join(s.dir, "nri", "plugins"),
+		PluginConfigPath:    filepath.Join(s.dir, "nri", "conf.d"),
+		RegistrationTimeout: 5 * time.Second,
+		RequestTimeout:      2 * time.Second,
+	}
+	s.cdiDir = filepath.Join(s.dir, "cdi")
+	for _, dir := range []string{s.nri.PluginPath, s.nri.PluginConfigPath, s.cdiDir, filepath.Join(s.dir, "plugins"), filepath.Join(s.dir, "cri")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("creating sandbox directory: %w", err)
+		}
+	}
+	for _, spec := range s.opts.PreRegistered {
+		if err := installPreRegistered(spec, s.nri); err != nil {
+			return err
+		}
+	}
+	err = s.rt.Start(ctx, RuntimeEnv{
+		Dir:         filepath.Join(s.dir, s.rt.Name()),
+		Cache:       s.opts.Cache,
+		Images:      s.opts.Cache.Images(),
+		PauseImage:  PauseImage,
+		NRI:         s.nri,
+		CDISpecDirs: []string{s.cdiDir},
+		Log:         s.log,
+	})
+	if err != nil {
+		return err
+	}
+	if s.cri, err = newCRI(s.opts.Cache.Bin("crictl"), s.rt.Endpoint(), filepath.Join(s.dir, "cri")); err != nil {
+		return err
+	}
+	ip, err := nodeIP()
+	if err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	healthzPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.kubelet, err = startKubelet(ctx, s.opts.Cache.Bin("kubelet"), kubeletSettings{
+		Dir:         filepath.Join(s.dir, "kubelet"),
+		Endpoint:    s.rt.Endpoint(),
+		CgroupRoot:  cgroupRootFor(s.dir),
+		NodeName:    s.opts.NodeName,
+		NodeIP:      ip,
+		Port:        port,
+		HealthzPort: healthzPort,
+	}, s.log)
+	return err
+}
+
+// Dir is the sandbox's run dir.
+func (s *Sandbox) Dir() string { return s.dir }
+
+// Runtime is the sandbox's container runtime.
+func (s *Sandbox) Runtime() Runtime { return s.rt }
+
+// NRI is where the runtime serves NRI.
+func (s *Sandbox) NRI() NRIConfig { return s.nri }
+
+// CDISpecDir is a directory the runtime reads CDI specs from.
+func (s *Sandbox) CDISpecDir() string { return s.cdiDir }
+
+// CRI talks to the runtime directly.
+func (s *Sandbox) CRI() *CRI { return s.cri }
+
+// NodeName is the kubelet's node name.
+func (s *Sandbox) NodeName() string { return s.opts.NodeName }
+
+// CgroupRoot is the kubelet's cgroup root; pods live in CgroupRoot/kubepods.
+func (s *Sandbox) CgroupRoot() string { return cgroupRootFor(s.dir) }
+
+// KubeletLog returns the path of the kubelet's log.
+func (s *Sandbox) KubeletLog() string { return s.kubelet.process.logPath }
+
+// RestartRuntime kills the runtime with SIGKILL and starts it again; the
+// containers stay up in their shims and the kubelet reconnects by itself.
+func (s *Sandbox) RestartRuntime(ctx context.Context) error {
+	if err := s.rt.Restart(ctx); err != nil {
+		return fmt.Errorf("restarting %s: %w", s.rt.Name(), err)
+	}
+	return nil
+}
+
+// StartPlugin starts spec as an external plugin connected to the sandbox's
+// NRI socket; its configuration is written to the run dir.
+func (s *Sandbox) StartPlugin(spec PluginSpec) (*Plugin, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	base := filepath.Join(s.dir, "plugins", spec.Idx+"-"+spec.Name)
+	configPath := ""
+	if len(spec.Config) > 0 {
+		configPath = base + ".yaml"
+		if err := os.WriteFile(configPath, spec.Config, 0o644); err != nil {
+			return nil, fmt.Errorf("writing configuration of plugin %s: %w", spec.Name, err)
+		}
+	}
+	p, err := startProcess("plugin "+spec.Name, base+".log", nil, pluginArgs(spec, s.nri.Socket, configPath)...)
+	if err != nil {
+		return nil, err
+	}
+	s.log.WithFields(logrus.Fields{"plugin": spec.Name, "pid": p.PID()}).Info("plugin started")
+	plugin := &Plugin{Spec: spec, LogPath: p.logPath, process: p}
+	s.mu.Lock()
+	s.plugins = append(s.plugins, plugin)
+	s.mu.Unlock()
+	return plugin, nil
+}
+
+// Close tears the sandbox down: plugins, kubelet, every pod through CRI, the
+// runtime, then whatever is left by PID, mount and cgroup; it restores the
+// host's sysctls and removes the host directories the run created. It is
+// safe to call more than once.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	plugins := s.plugins
+	s.mu.Unlock()
+
+	start := time.Now()
+	var errs []error
+	for _, p := range plugins {
+		p.Stop(3 * time.Second)
+	}
+	s.kubelet.stop(10 * time.Second)
+	if s.cri != nil && s.rt.PID() != 0 {
+		if err := s.removeAllPods(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.rt.Stop(context.Background(), 10*time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if s.dir != "" {
+		if err := hostCleanup(s.dir, s.host, s.opts.KeepRunDir, s.log); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.lock != nil {
+		s.lock.Close()
+	}
+	s.log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("sandbox torn down")
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tearing down sandbox: %w", err)
+	}
+	return nil
+}
+
+// removeAllPods stops and removes every pod sandbox, so that the runtime
+// stops the containers and their shims exit.
+func (s *Sandbox) removeAllPods() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pods, err := s.cri.PodSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range pods {
+		if err := s.cri.RemovePodSandbox(ctx, p.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Leftovers lists what the sandbox left on the host after Close: processes,
+// mounts, cgroups, changed sysctls, host directories, the run dir. Empty
+// means the host is as it was.
+func (s *Sandbox) Leftovers() []string {
+	if s.dir == "" {
+		return nil
+	}
+	return leftovers(s.dir, s.host, s.opts.KeepRunDir)
+}
