@@ -48,7 +48,7 @@ fuzz-smoke:
 
 # A local node sandbox: containerd + kubelet + every plugin, with a demo workload.
 run: build runtime-bins
-	$(GO) run ./e2e/runtime/cmd/nri-sandbox --plugins bin --demo e2e/runtime/testdata/demo
+	$(GO) run ./e2e/runtime/cmd/nri-sandbox $(addprefix --plugin ,$(BINARIES)) --workload e2e/runtime/testdata/demo
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v '/e2e/runtime')
