@@ -131,10 +131,10 @@ func (w *wrapper) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs 
 		})
 	}
 	if err != nil {
-		w.status.set(false, "Synchronize failed: "+err.Error())
+		w.status.notReady("Synchronize failed: " + err.Error())
 		return nil, err
 	}
-	w.status.set(true, "")
+	w.status.synchronized()
 	w.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs)}).Info("synchronized with the runtime")
 	return updates, nil
 }

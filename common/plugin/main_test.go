@@ -44,7 +44,8 @@ func TestRunMain(t *testing.T) {
 			// A cancelled context: the run stops as soon as it would start serving.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			code := runMain(ctx, "test-plugin", factory, tc.args, &stderr, WithIdx("50"))
+			args := append([]string{"--shared-dir=" + t.TempDir()}, tc.args...)
+			code := runMain(ctx, "test-plugin", factory, args, &stderr, WithIdx("50"))
 			assert.Equal(t, tc.wantCode, code, "stderr: %s", stderr.String())
 			assert.Contains(t, stderr.String(), tc.wantErr)
 		})
@@ -70,7 +71,7 @@ func TestRunMainPluginFlagsAndDefaults(t *testing.T) {
 	cancel()
 
 	var stderr syncBuffer
-	code := runMain(ctx, "my-plugin", factory, []string{"--socket=/nonexistent/nri.sock", "--greeting=hello"}, &stderr, opts...)
+	code := runMain(ctx, "my-plugin", factory, []string{"--socket=/nonexistent/nri.sock", "--greeting=hello", "--shared-dir=" + t.TempDir()}, &stderr, opts...)
 	require.Equal(t, 0, code, stderr.String())
 	assert.Equal(t, "hello", greeting, "plugin flags are parsed before the factory runs")
 	assert.Equal(t, "my-plugin", got.Name, "--name defaults to the plugin kind")
@@ -79,7 +80,7 @@ func TestRunMainPluginFlagsAndDefaults(t *testing.T) {
 
 	greeting = ""
 	stderr = syncBuffer{}
-	code = runMain(ctx, "my-plugin", factory, []string{"--name=renamed"}, &stderr, opts...)
+	code = runMain(ctx, "my-plugin", factory, []string{"--name=renamed", "--shared-dir=" + t.TempDir()}, &stderr, opts...)
 	assert.Equal(t, 1, code)
 	assert.True(t, strings.HasPrefix(stderr.String(), "nri-my-plugin: create plugin renamed: "), stderr.String())
 	assert.Contains(t, stderr.String(), errEmptyGreeting.Error())

@@ -66,6 +66,9 @@ type Deps struct {
 	// MetricsNamespace is nri_suite_<plugin kind>, the prefix of the plugin's metric
 	// names: use it as prometheus.Opts.Namespace.
 	MetricsNamespace string
+	// SharedDir is the node-local shared state directory (common/state) the plugin
+	// publishes its records in; empty when sharing is disabled.
+	SharedDir string
 	// Updater requests updates of running containers outside of an NRI request; within
 	// a handler, return the updates instead (the runtime is locked while it waits).
 	Updater Updater
@@ -90,6 +93,7 @@ type Runner struct {
 	plugin        any
 	wrapper       *wrapper
 	status        status
+	publisher     *statusPublisher
 	conn          connection
 
 	mu       sync.Mutex
@@ -122,6 +126,7 @@ func New(s Settings, factory Factory) (*Runner, error) {
 		Log:              r.log,
 		Registry:         r.registry,
 		MetricsNamespace: namespace,
+		SharedDir:        r.settings.SharedDir,
 		Updater:          &r.conn,
 	})
 	if err != nil {
@@ -142,6 +147,10 @@ func New(s Settings, factory Factory) (*Runner, error) {
 	if err := r.loadConfigFile(); err != nil {
 		return nil, err
 	}
+	if r.publisher, err = newStatusPublisher(r.settings.SharedDir, r.settings.Name, r.settings.Idx, r.log); err != nil {
+		return nil, fmt.Errorf("--shared-dir %s: %w", r.settings.SharedDir, err)
+	}
+	r.status.observe = r.publisher.publish
 	return r, nil
 }
 
@@ -196,6 +205,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 	httpErr := stopHTTP()
+	r.publisher.remove()
 	r.log.Info("stopped")
 	return errors.Join(serveErr, closeErr, httpErr)
 }
@@ -205,7 +215,7 @@ func (r *Runner) serveNRI(ctx context.Context) error {
 	backoff := initialBackoff
 	registered := false // at least once, so later registrations count as reconnects
 	waiting := false    // the outage was already logged
-	r.status.set(false, "connecting to the runtime")
+	r.status.disconnected("connecting to the runtime")
 	for {
 		s, lost, err := r.connect(ctx)
 		if ctx.Err() != nil {
@@ -218,7 +228,7 @@ func (r *Runner) serveNRI(ctx context.Context) error {
 			if r.preRegistered {
 				return err
 			}
-			r.status.set(false, err.Error())
+			r.status.disconnected(err.Error())
 			if !waiting {
 				r.log.WithError(err).Infof("waiting for the runtime; retrying with backoff up to %s", maxBackoff)
 				waiting = true
@@ -256,11 +266,11 @@ func (r *Runner) serveNRI(ctx context.Context) error {
 		r.metrics.connected.Set(0)
 		wasReady, reason := r.status.get()
 		if r.preRegistered {
-			r.status.set(false, "connection to the runtime closed")
+			r.status.disconnected("connection to the runtime closed")
 			r.log.Info("connection to the runtime closed; a pre-registered plugin is relaunched by the runtime, exiting")
 			return nil
 		}
-		r.status.set(false, "connection to the runtime lost, reconnecting")
+		r.status.disconnected("connection to the runtime lost, reconnecting")
 		if wasReady {
 			r.log.Info("connection to the runtime lost; reconnecting")
 			backoff = initialBackoff // it worked: the next outage starts quick again

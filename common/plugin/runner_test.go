@@ -19,6 +19,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/state"
 )
 
 // recorder is a plugin that remembers what it was asked, in memory: the state a
@@ -104,6 +106,7 @@ func testSettings(socket string, log io.Writer) Settings {
 	s := DefaultSettings("test-plugin")
 	s.Idx = "50"
 	s.SocketPath = socket
+	s.SharedDir = filepath.Join(filepath.Dir(socket), "shared") // never the host's default
 	s.HTTPAddr = "127.0.0.1:0"
 	s.LogFormat = "json"
 	s.LogOutput = log
@@ -478,4 +481,41 @@ func TestRunnerRetriesAfterFailedSynchronize(t *testing.T) {
 		assert.True(t, ok, "%s%v exists", tc.metric, tc.labels)
 		assert.Equal(t, tc.want, got, "%s%v", tc.metric, tc.labels)
 	}
+}
+
+func TestRunnerPublishesItsStatusToSharedState(t *testing.T) {
+	socket := filepath.Join(shortTempDir(t), "nri.sock")
+	settings := testSettings(socket, io.Discard)
+	statuses, err := state.PluginStatuses(settings.SharedDir)
+	require.NoError(t, err)
+	read := func() (state.PluginStatus, bool) {
+		st, found, err := statuses.Read("50-test-plugin")
+		require.NoError(t, err)
+		return st, found
+	}
+
+	_, factory := newRecorder()
+	r, stop := startRunner(t, settings, factory)
+	waitReadyz(t, r, 503, "") // no runtime yet
+	require.True(t, assertEventually(func() bool { _, found := read(); return found }))
+	st, _ := read()
+	assert.False(t, st.Connected)
+	assert.False(t, st.Ready)
+	assert.Equal(t, os.Getpid(), st.PID)
+	assert.Equal(t, 50, st.Index)
+
+	rt := startRuntime(t, socket, nil, nil)
+	waitReadyz(t, r, 200, "ready")
+	require.True(t, assertEventually(func() bool { st, _ = read(); return st.Ready }))
+	assert.True(t, st.Connected)
+	assert.False(t, st.LastSynchronize.IsZero(), "the record says when the plugin last synchronized")
+
+	rt.kill()
+	require.True(t, assertEventually(func() bool { st, _ = read(); return !st.Connected }),
+		"a lost runtime is published too")
+	assert.False(t, st.Ready)
+
+	require.NoError(t, stop())
+	_, found := read()
+	assert.False(t, found, "a clean stop withdraws the record")
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/common/state"
 )
 
 // Settings are the runner's knobs; every field but Plugin and LogOutput is a flag.
@@ -31,6 +33,9 @@ type Settings struct {
 	LogFormat string
 	// HTTPAddr is where /metrics, /healthz and /readyz listen; empty disables (--http-addr).
 	HTTPAddr string
+	// SharedDir is the node-local shared state directory where the plugin's status and
+	// the plugin's own records are published; empty disables (--shared-dir).
+	SharedDir string
 	// LogOutput receives the logs; nil means stderr.
 	LogOutput io.Writer
 }
@@ -43,6 +48,7 @@ func DefaultSettings(plugin string) Settings {
 		SocketPath: api.DefaultSocketPath,
 		LogLevel:   "info",
 		LogFormat:  "text",
+		SharedDir:  state.DefaultDir,
 	}
 }
 
@@ -55,6 +61,7 @@ func (s *Settings) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log level: trace, debug, info, warning, error")
 	fs.StringVar(&s.LogFormat, "log-format", s.LogFormat, "log format: text or json")
 	fs.StringVar(&s.HTTPAddr, "http-addr", s.HTTPAddr, "address of /metrics, /healthz and /readyz; empty disables")
+	fs.StringVar(&s.SharedDir, "shared-dir", s.SharedDir, "node-local state shared between the suite's plugins; empty disables")
 }
 
 // metricsNamespaceRE matches what Prometheus accepts in a metric name prefix.

@@ -1,20 +1,62 @@
 package plugin
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
-// status is the readiness of the plugin: registered and synchronized, or why not.
+// status is the plugin's attachment to the runtime: connected (registered), ready
+// (registered and synchronized), or why not. Every change is handed to observe, which
+// publishes it for the other plugins of the node.
 type status struct {
-	mu      sync.Mutex
-	ready   bool
-	reason  string
-	runtime string // name and version of the runtime last registered with
+	mu        sync.Mutex
+	connected bool
+	ready     bool
+	reason    string
+	runtime   string    // name and version of the runtime last registered with
+	lastSync  time.Time // when the last Synchronize succeeded
+	observe   func(statusSnapshot)
+}
+
+// statusSnapshot is a copy of the status at one moment.
+type statusSnapshot struct {
+	Connected, Ready bool
+	Reason, Runtime  string
+	LastSync         time.Time
 }
 
 // registered records a registration that waits for its Synchronize.
 func (s *status) registered(runtime string) {
+	s.change(func() {
+		s.connected, s.ready, s.runtime = true, false, runtime
+		s.reason = "registered with " + runtime + ", waiting for Synchronize"
+	})
+}
+
+// synchronized records a successful Synchronize: the plugin is ready.
+func (s *status) synchronized() {
+	s.change(func() { s.ready, s.reason, s.lastSync = true, "", time.Now() })
+}
+
+// notReady records a connected plugin that cannot serve, e.g. a failed Synchronize.
+func (s *status) notReady(reason string) {
+	s.change(func() { s.ready, s.reason = false, reason })
+}
+
+// disconnected records that there is no connection to the runtime, and why.
+func (s *status) disconnected(reason string) {
+	s.change(func() { s.connected, s.ready, s.reason = false, false, reason })
+}
+
+func (s *status) change(apply func()) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ready, s.reason, s.runtime = false, "registered with "+runtime+", waiting for Synchronize", runtime
+	apply()
+	snap := s.snapshotLocked()
+	observe := s.observe
+	s.mu.Unlock()
+	if observe != nil {
+		observe(snap)
+	}
 }
 
 func (s *status) lastRuntime() string {
@@ -23,14 +65,12 @@ func (s *status) lastRuntime() string {
 	return s.runtime
 }
 
-func (s *status) set(ready bool, reason string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ready, s.reason = ready, reason
-}
-
 func (s *status) get() (bool, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ready, s.reason
+}
+
+func (s *status) snapshotLocked() statusSnapshot {
+	return statusSnapshot{Connected: s.connected, Ready: s.ready, Reason: s.reason, Runtime: s.runtime, LastSync: s.lastSync}
 }

@@ -54,7 +54,7 @@ func (rt *Runtime) install(p PreRegisteredPlugin, logDir string) error {
 		args = DefaultPluginArgs
 	}
 	quoted := []string{shellQuote(p.Binary)}
-	for _, a := range args {
+	for _, a := range append(args, "--shared-dir", rt.sharedDir) {
 		quoted = append(quoted, shellQuote(a))
 	}
 	script := fmt.Sprintf("#!/bin/sh\nexec %s >>%s 2>&1\n", strings.Join(quoted, " "), shellQuote(p.logPath))
@@ -191,7 +191,7 @@ func (p *Plugin) Restart(t testing.TB) {
 	if p.running() {
 		t.Fatalf("starting plugin %s: it is already running as pid %d", p.QualifiedName(), p.cmd.Process.Pid)
 	}
-	args := []string{"--name", p.name, "--idx", p.index, "--socket", p.rt.socket}
+	args := []string{"--name", p.name, "--idx", p.index, "--socket", p.rt.socket, "--shared-dir", p.rt.sharedDir}
 	if p.configPath != "" {
 		args = append(args, "--config", p.configPath)
 	}

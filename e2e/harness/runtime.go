@@ -33,6 +33,7 @@ type Runtime struct {
 	private   string // the adaptation's own socket
 	pluginDir string
 	configDir string
+	sharedDir string // the plugins' --shared-dir (common/state records)
 	reg       *registry
 
 	mu         sync.Mutex
@@ -100,6 +101,7 @@ func New(t testing.TB, opts ...Option) *Runtime {
 	rt.private = filepath.Join(sockDir, "runtime.sock")
 	rt.pluginDir = filepath.Join(dir, "plugins")
 	rt.configDir = filepath.Join(dir, "conf.d")
+	rt.sharedDir = filepath.Join(dir, "shared")
 	for _, d := range []string{rt.pluginDir, rt.configDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatalf("creating runtime directory: %v", err)
@@ -123,6 +125,10 @@ func (rt *Runtime) PluginDir() string { return rt.pluginDir }
 
 // ConfigDir is the drop-in directory of pre-registered plugins' configs.
 func (rt *Runtime) ConfigDir() string { return rt.configDir }
+
+// SharedDir is the shared state directory every plugin is started with
+// (--shared-dir), where tests read the records plugins publish.
+func (rt *Runtime) SharedDir() string { return rt.sharedDir }
 
 // SyncCount is how many Synchronize calls the plugin registered as
 // "NN-name" has completed with this runtime, across restarts.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nri-suite/nri-suite/common/state"
 )
 
 // kubeletSysctls are the sysctls the kubelet sets on start (its "kernel
@@ -21,11 +23,19 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/pa
 // (/run/mount by mount(8), which it calls to bind-mount its root dir).
 var kubeletHostDirs = []string{"/var/log/containers", "/var/lib/kubelet/device-plugins", "/run/mount"}
 
+// preRegisteredHostDirs are written by pre-registered plugins: the runtime
+// launches them without flags, so they publish to the default shared state
+// directory (external plugins get --shared-dir inside the run dir).
+var preRegisteredHostDirs = []string{state.DefaultDir}
+
 // hostState records what the sandbox changed on the host, in the run dir, so
 // that its own teardown and, after a crash, SweepStale can undo it.
 type hostState struct {
 	Sysctls     map[string]string `json:"sysctls"`     // /proc/sys path below /proc/sys -> original value
 	CreatedDirs []string          `json:"createdDirs"` // outermost directories that did not exist before
+	// CgroupMounts are v1 hierarchies mounted for the runtime; they are
+	// unmounted after the sandbox's cgroups are removed.
+	CgroupMounts []cgroupMount `json:"cgroupMounts,omitempty"`
 }
 
 const hostStateFile = "sandbox.json"
@@ -85,9 +95,15 @@ func loadHostState(runDir string) (*hostState, error) {
 	return &st, nil
 }
 
-// restore writes the saved sysctls back and removes the created directories.
+// restore writes the saved sysctls back, unmounts the cgroup hierarchies
+// and removes the created directories.
 func (st *hostState) restore() error {
 	var errs []error
+	for _, m := range st.CgroupMounts {
+		if err := m.unmount(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for name, value := range st.Sysctls {
 		if err := os.WriteFile(filepath.Join("/proc/sys", name), []byte(value), 0o644); err != nil {
 			errs = append(errs, fmt.Errorf("restoring sysctl %s to %s: %w", name, value, err))
@@ -113,6 +129,13 @@ func (st *hostState) changes() []string {
 	for _, dir := range st.CreatedDirs {
 		if _, err := os.Lstat(dir); err == nil {
 			out = append(out, "host directory "+dir+" is left")
+		}
+	}
+	for _, m := range st.CgroupMounts {
+		if m.isMounted() {
+			out = append(out, fmt.Sprintf("cgroup %s hierarchy mounted at %s", m.Controller, m.Path))
+		} else if _, err := os.Lstat(m.Path); err == nil && m.CreatedDir {
+			out = append(out, "cgroup mount point "+m.Path+" is left")
 		}
 	}
 	return out

@@ -120,14 +120,15 @@ func BuildPlugin(ctx context.Context, pkg, dir, name string) (string, error) {
 	return out, nil
 }
 
-// pluginArgs are the runner's standard flags for an external plugin.
-func pluginArgs(spec PluginSpec, socket, configPath string) []string {
+// pluginArgs are the runner's standard flags for an external plugin; its shared
+// state goes to sharedDir, inside the run dir.
+func pluginArgs(spec PluginSpec, socket, configPath, sharedDir string) []string {
 	level := spec.LogLevel
 	if level == "" {
 		level = "info"
 	}
 	args := []string{spec.Binary, "--name", spec.Name, "--idx", spec.Idx, "--socket", socket,
-		"--http-addr", "127.0.0.1:0", "--log-level", level}
+		"--http-addr", "127.0.0.1:0", "--log-level", level, "--shared-dir", sharedDir}
 	if configPath != "" {
 		args = append(args, "--config", configPath)
 	}

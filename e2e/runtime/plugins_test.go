@@ -47,11 +47,11 @@ func TestParseHTTPAddr(t *testing.T) {
 func TestPluginArgs(t *testing.T) {
 	spec := PluginSpec{Binary: "/bin/nri-x", Name: "x", Idx: "30"}
 	assert.Equal(t, []string{"/bin/nri-x", "--name", "x", "--idx", "30", "--socket", "/run/s/nri.sock",
-		"--http-addr", "127.0.0.1:0", "--log-level", "info", "--config", "/c.yaml"},
-		pluginArgs(spec, "/run/s/nri.sock", "/c.yaml"))
+		"--http-addr", "127.0.0.1:0", "--log-level", "info", "--shared-dir", "/run/s/shared", "--config", "/c.yaml"},
+		pluginArgs(spec, "/run/s/nri.sock", "/c.yaml", "/run/s/shared"))
 	spec.LogLevel = "debug"
 	assert.Equal(t, []string{"/bin/nri-x", "--name", "x", "--idx", "30", "--socket", "/s",
-		"--http-addr", "127.0.0.1:0", "--log-level", "debug"}, pluginArgs(spec, "/s", ""))
+		"--http-addr", "127.0.0.1:0", "--log-level", "debug", "--shared-dir", "/sh"}, pluginArgs(spec, "/s", "", "/sh"))
 }
 
 func TestInstallPreRegistered(t *testing.T) {

@@ -108,11 +108,20 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return fmt.Errorf("creating run dir: %w", err)
 	}
 	s.log = s.log.WithField("dir", s.dir)
-	if s.host, err = recordHost(slices.Concat(kubeletHostDirs, s.rt.HostDirs())); err != nil {
+	if s.host, err = recordHost(slices.Concat(kubeletHostDirs, preRegisteredHostDirs, s.rt.HostDirs())); err != nil {
 		return err
 	}
+	// Before the cgroup root is made, so that it exists in the new
+	// hierarchies too; the state is saved even after a failed mount.
+	var mountErr error
+	if user, ok := s.rt.(cgroupV1User); ok {
+		s.host.CgroupMounts, mountErr = mountCgroupsV1(cgroupV1MountBase, user.CgroupV1Controllers())
+	}
 	if err := s.host.save(s.dir); err != nil {
-		return err
+		return errors.Join(err, mountErr)
+	}
+	if mountErr != nil {
+		return mountErr
 	}
 	if err := createCgroupRoot(cgroupRootFor(s.dir)); err != nil {
 		return err
@@ -221,7 +230,7 @@ func (s *Sandbox) StartPlugin(spec PluginSpec) (*Plugin, error) {
 			return nil, fmt.Errorf("writing configuration of plugin %s: %w", spec.Name, err)
 		}
 	}
-	p, err := startProcess("plugin "+spec.Name, base+".log", nil, pluginArgs(spec, s.nri.Socket, configPath)...)
+	p, err := startProcess("plugin "+spec.Name, base+".log", nil, pluginArgs(spec, s.nri.Socket, configPath, filepath.Join(s.dir, "shared"))...)
 	if err != nil {
 		return nil, err
 	}

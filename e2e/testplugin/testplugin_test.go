@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -209,7 +210,8 @@ func TestBinaryExternalStopsCleanlyOnSIGTERM(t *testing.T) {
 	cfg := filepath.Join(dir, "e2e.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte("env: {FROM_FILE: \"1\"}\nsyncReport: "+reportPath+"\n"), 0o600))
 
-	cmd := exec.Command(bin, "--socket", filepath.Join(dir, "nri.sock"), "--config", cfg, "--log-format", "json")
+	cmd := exec.Command(bin, "--socket", filepath.Join(dir, "nri.sock"), "--config", cfg, "--log-format", "json",
+		"--shared-dir", filepath.Join(dir, "shared"))
 	cmd.Stderr = io.Discard
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -242,7 +244,10 @@ func TestBinaryPreRegisteredTakesConfigFromRuntime(t *testing.T) {
 	reportPath := filepath.Join(dir, "report.json")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "plugins"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755))
-	require.NoError(t, os.Link(bin, filepath.Join(dir, "plugins", "45-e2e-pre")))
+	// The runtime launches NN-name without arguments: a launcher script keeps the
+	// plugin's shared state in the test's directory instead of the host's default.
+	launcher := fmt.Sprintf("#!/bin/sh\nexec %s --shared-dir %s\n", bin, filepath.Join(dir, "shared"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "plugins", "45-e2e-pre"), []byte(launcher), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "conf.d", "45-e2e-pre.conf"),
 		[]byte("syncReport: "+reportPath+"\n"), 0o600))
 
