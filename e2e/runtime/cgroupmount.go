@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // cgroupV1User is a Runtime that needs v1 hierarchies a hybrid host may not
@@ -42,7 +44,7 @@ func mountCgroupsV1(base string, controllers []string) ([]cgroupMount, error) {
 	}
 	var mounted []cgroupMount
 	for _, ctrl := range controllers {
-		if !kernel[ctrl] || hasV1Hierarchy(hierarchies, ctrl) {
+		if !kernel[ctrl].Enabled || hasV1Hierarchy(hierarchies, ctrl) {
 			continue // nothing to limit, or already there
 		}
 		m := cgroupMount{Controller: ctrl, Path: filepath.Join(base, ctrl)}
@@ -72,8 +74,15 @@ func hasV1Hierarchy(hierarchies []cgroupHierarchy, controller string) bool {
 	return false
 }
 
-// kernelCgroupControllers returns the enabled controllers of /proc/cgroups.
-func kernelCgroupControllers() (map[string]bool, error) {
+// procCgroup is a controller's line of /proc/cgroups.
+type procCgroup struct {
+	Hierarchy int // 0: on the v2 side (or not in use)
+	Cgroups   int // live and dying cgroups in its hierarchy
+	Enabled   bool
+}
+
+// kernelCgroupControllers returns the controllers of /proc/cgroups.
+func kernelCgroupControllers() (map[string]procCgroup, error) {
 	data, err := os.ReadFile("/proc/cgroups")
 	if err != nil {
 		return nil, fmt.Errorf("reading the kernel's cgroup controllers: %w", err)
@@ -84,14 +93,19 @@ func kernelCgroupControllers() (map[string]bool, error) {
 // parseProcCgroups parses /proc/cgroups: a header line starting with "#",
 // then "name hierarchy num_cgroups enabled" per controller. Lines of
 // another shape are skipped.
-func parseProcCgroups(data string) map[string]bool {
-	ctrls := map[string]bool{}
+func parseProcCgroups(data string) map[string]procCgroup {
+	ctrls := map[string]procCgroup{}
 	for _, line := range strings.Split(data, "\n") {
 		fields := strings.Fields(line)
 		if len(fields) != 4 || strings.HasPrefix(fields[0], "#") {
 			continue
 		}
-		ctrls[fields[0]] = fields[3] == "1"
+		hierarchy, err1 := strconv.Atoi(fields[1])
+		cgroups, err2 := strconv.Atoi(fields[2])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		ctrls[fields[0]] = procCgroup{Hierarchy: hierarchy, Cgroups: cgroups, Enabled: fields[3] == "1"}
 	}
 	return ctrls
 }
@@ -110,16 +124,72 @@ func (m cgroupMount) isMounted() bool {
 	return false
 }
 
-// unmount unmounts the hierarchy and removes a mount point it created. It
-// refuses while cgroups are left in it: the kernel would keep the hierarchy
-// alive, out of sight, with the controller bound to v1.
+// isHidden reports whether the controller's v1 hierarchy outlived its
+// mount: unmounted while it still had (dying) cgroups, the kernel keeps it,
+// out of sight, with the controller bound to v1 until it is mounted again.
+func (m cgroupMount) isHidden() bool {
+	ctrls, err := kernelCgroupControllers()
+	return err == nil && ctrls[m.Controller].Hierarchy != 0 && !m.isMounted()
+}
+
+// cgroupUnmountTimeout bounds the wait for removed cgroups to be released.
+const cgroupUnmountTimeout = 10 * time.Second
+
+// unmount unmounts the hierarchy, so that the kernel destroys it and the
+// controller returns to v2, and removes a mount point it created. The kernel
+// destroys a hierarchy at unmount only when no cgroup, not even a removed
+// one still being released, is left in it: so unmount refuses while child
+// cgroups exist, waits for removed ones to go, and first mounts a hidden
+// hierarchy again (left by an earlier teardown) to finish the job.
 func (m cgroupMount) unmount() error {
-	if !m.isMounted() {
-		if m.CreatedDir {
-			return removeMountPoint(m.Path)
+	if m.isHidden() {
+		if err := os.MkdirAll(m.Path, 0o755); err != nil {
+			return fmt.Errorf("recreating mount point of the hidden %s cgroup hierarchy: %w", m.Controller, err)
 		}
-		return nil
+		if err := syscall.Mount("cgroup", m.Path, "cgroup", 0, m.Controller); err != nil {
+			return fmt.Errorf("mounting the hidden %s cgroup hierarchy again at %s: %w", m.Controller, m.Path, err)
+		}
 	}
+	if m.isMounted() {
+		if err := m.waitEmpty(cgroupUnmountTimeout); err != nil {
+			return err
+		}
+		if err := syscall.Unmount(m.Path, 0); err != nil {
+			return fmt.Errorf("unmounting the %s cgroup hierarchy at %s: %w", m.Controller, m.Path, err)
+		}
+		if err := m.waitDestroyed(cgroupUnmountTimeout); err != nil {
+			return err
+		}
+	}
+	if m.CreatedDir {
+		if err := os.Remove(m.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing cgroup mount point %s: %w", m.Path, err)
+		}
+	}
+	return nil
+}
+
+// waitDestroyed returns once the kernel has destroyed the unmounted
+// hierarchy (it does so asynchronously) and the controller is back on v2.
+func (m cgroupMount) waitDestroyed(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctrls, err := kernelCgroupControllers()
+		if err != nil {
+			return err
+		}
+		if ctrls[m.Controller].Hierarchy == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("unmounting the %s cgroup hierarchy at %s: the kernel still holds hierarchy %d after %s", m.Controller, m.Path, ctrls[m.Controller].Hierarchy, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitEmpty returns once the hierarchy holds its root cgroup only.
+func (m cgroupMount) waitEmpty(timeout time.Duration) error {
 	entries, err := os.ReadDir(m.Path)
 	if err != nil {
 		return fmt.Errorf("listing the %s cgroup hierarchy at %s: %w", m.Controller, m.Path, err)
@@ -129,18 +199,19 @@ func (m cgroupMount) unmount() error {
 			return fmt.Errorf("unmounting the %s cgroup hierarchy at %s: cgroup %s is left in it", m.Controller, m.Path, e.Name())
 		}
 	}
-	if err := syscall.Unmount(m.Path, 0); err != nil {
-		return fmt.Errorf("unmounting the %s cgroup hierarchy at %s: %w", m.Controller, m.Path, err)
+	deadline := time.Now().Add(timeout)
+	for {
+		ctrls, err := kernelCgroupControllers()
+		if err != nil {
+			return err
+		}
+		n := ctrls[m.Controller].Cgroups
+		if n <= 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("unmounting the %s cgroup hierarchy at %s: %d removed cgroups are still being released after %s", m.Controller, m.Path, n-1, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if m.CreatedDir {
-		return removeMountPoint(m.Path)
-	}
-	return nil
-}
-
-func removeMountPoint(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing cgroup mount point %s: %w", path, err)
-	}
-	return nil
 }

@@ -1,14 +1,15 @@
 // Package runtime runs a real Kubernetes node without an API server, for
-// end-to-end tests of NRI plugins: a container runtime (containerd, and later
-// CRI-O) with runc, NRI and CDI on private sockets and directories, and a
+// end-to-end tests of NRI plugins: a container runtime (containerd or CRI-O)
+// with runc, NRI and CDI on private sockets and directories, and a
 // standalone kubelet that runs static pods from a manifest directory.
 //
 // Everything a sandbox starts lives under one run directory and one cgroup
 // root, so that teardown can find it again by PID, mount point and cgroup,
 // even after a crashed run (see SweepStale). Host-wide effects of the
 // kubelet (sysctls, /var/log/containers, /var/lib/kubelet/device-plugins,
-// /run/mount) are recorded before it starts and undone afterwards; a host
-// lock keeps two sandboxes on one machine from undoing each other's changes.
+// /run/mount), and a temporary cgroup v1 hugetlb hierarchy for CRI-O, are
+// recorded before it starts and undone afterwards; a host lock keeps two
+// sandboxes on one machine from undoing each other's changes.
 //
 // The kubelet gets its own cgroup root, /nri-sandbox-<id> (pods live in
 // /nri-sandbox-<id>/kubepods/...), so that a sandbox's cgroups are found by

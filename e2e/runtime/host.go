@@ -134,6 +134,8 @@ func (st *hostState) changes() []string {
 	for _, m := range st.CgroupMounts {
 		if m.isMounted() {
 			out = append(out, fmt.Sprintf("cgroup %s hierarchy mounted at %s", m.Controller, m.Path))
+		} else if m.isHidden() {
+			out = append(out, fmt.Sprintf("cgroup %s hierarchy still alive after its unmount from %s", m.Controller, m.Path))
 		} else if _, err := os.Lstat(m.Path); err == nil && m.CreatedDir {
 			out = append(out, "cgroup mount point "+m.Path+" is left")
 		}

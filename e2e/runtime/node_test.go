@@ -263,11 +263,15 @@ func testRuntimeRestart(t *testing.T, rt string) {
 // the container's id once it runs.
 func runRawCRIPod(ctx context.Context, t *testing.T, sb *Sandbox, name, namespace, container string) string {
 	t.Helper()
+	// Host network (2, NODE) and a PID namespace per container (1,
+	// CONTAINER): with a pod-level one, CRI-O starts an infra container
+	// with oom_score_adj -998, which these hosts refuse.
+	namespaceOptions := map[string]any{"network": 2, "pid": 1}
 	podConfig := map[string]any{
 		"metadata": map[string]any{"name": name, "namespace": namespace, "uid": fmt.Sprintf("raw-%d", rand.Uint32()), "attempt": 0},
 		"linux": map[string]any{
 			"cgroup_parent":    sb.CgroupRoot() + "/" + name,
-			"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}},
+			"security_context": map[string]any{"namespace_options": namespaceOptions},
 		},
 	}
 	podID, err := sb.CRI().RunPodSandbox(ctx, podConfig)
@@ -277,6 +281,7 @@ func runRawCRIPod(ctx context.Context, t *testing.T, sb *Sandbox, name, namespac
 		"image":    map[string]any{"image": BusyboxImage},
 		"command":  []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"},
 		"labels":   map[string]string{LabelContainerName: container},
+		"linux":    map[string]any{"security_context": map[string]any{"namespace_options": namespaceOptions}},
 	}
 	id, err := sb.CRI().CreateContainer(ctx, podID, ctrConfig, podConfig)
 	require.NoError(t, err)
@@ -312,7 +317,7 @@ func testKubeletQoS(t *testing.T, rt string) {
 		{pod: "qos-besteffort", qosDir: "/besteffort"},
 		{pod: "qos-burstable", resources: resources("250m", "", "", "64Mi"), qosDir: "/burstable"},
 		{pod: "qos-guaranteed", resources: resources("500m", "500m", "64Mi", "64Mi"), qosDir: "",
-			skip: map[string]string{"crio": "CRI-O passes the Guaranteed oom_score_adj -997, which these hosts refuse"}},
+			skip: map[string]string{"crio": CRIOGuaranteedSkip}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pod, func(t *testing.T) {

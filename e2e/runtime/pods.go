@@ -137,30 +137,31 @@ func (s *Sandbox) RemovePod(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.cri.PodSandboxes(ctx)
-	if err != nil {
-		return err
-	}
-	for _, p := range pods {
-		if p.Name == podName {
-			if err := s.cri.RemovePodSandbox(ctx, p.ID); err != nil {
-				return err
-			}
-		}
-	}
-	return s.pollCRI(ctx, "the containers of pod "+podName+" to be gone", func(cs []Container, ps []PodSandbox) bool {
+	// The kubelet removes the pod's containers meanwhile; CRI-O fails a
+	// RemovePodSandbox that races with that ("no such id"), so the removal
+	// repeats until nothing of the pod is left.
+	var removeErr error
+	err = s.pollCRI(ctx, "the containers of pod "+podName+" to be gone", func(cs []Container, ps []PodSandbox) bool {
+		gone := true
 		for _, c := range cs {
 			if c.Pod == podName {
-				return false
+				gone = false
 			}
 		}
 		for _, p := range ps {
 			if p.Name == podName {
-				return false
+				gone = false
+				if err := s.cri.RemovePodSandbox(ctx, p.ID); err != nil {
+					removeErr = err
+				}
 			}
 		}
-		return true
+		return gone
 	})
+	if err != nil && removeErr != nil {
+		return fmt.Errorf("%w; last removal error: %w", err, removeErr)
+	}
+	return err
 }
 
 // pollCRI lists containers and pod sandboxes until done accepts them or ctx ends.

@@ -69,6 +69,7 @@ type NRIConfig struct {
 // here and every table-driven test over RuntimeNames picks it up.
 var runtimes = map[string]func() Runtime{
 	"containerd": func() Runtime { return NewContainerd() },
+	"crio":       func() Runtime { return NewCRIO() },
 }
 
 // RuntimeNames returns the names of the supported runtimes, sorted.

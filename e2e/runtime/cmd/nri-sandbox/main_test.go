@@ -162,9 +162,9 @@ func containerSection(report, container string) string {
 	return strings.Join(section, "\n")
 }
 
-// startCommand builds and starts nri-sandbox as `make run` does, and returns
-// once it serves, with its run dir.
-func startCommand(t *testing.T) (*exec.Cmd, string, <-chan error) {
+// startCommand builds and starts nri-sandbox as `make run` does, with extra
+// args, and returns once it serves, with its run dir.
+func startCommand(t *testing.T, args ...string) (*exec.Cmd, string, <-chan error) {
 	t.Helper()
 	plugin := buildTestPlugin(t)
 	bin := filepath.Join(t.TempDir(), "nri-sandbox")
@@ -173,7 +173,7 @@ func startCommand(t *testing.T) (*exec.Cmd, string, <-chan error) {
 	build.Stderr = os.Stderr
 	require.NoError(t, build.Run())
 
-	cmd := exec.Command(bin, "--workload", "../../testdata/demo", "--plugin", plugin)
+	cmd := exec.Command(bin, append([]string{"--workload", "../../testdata/demo", "--plugin", plugin}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = testLogWriter{t}
@@ -239,20 +239,40 @@ func TestSIGTERMTearsDown(t *testing.T) {
 // daemons die with their parent); the next sweep removes all of it and puts
 // the sysctls back.
 func TestSweepAfterSIGKILL(t *testing.T) {
-	sandbox.RequirePrereqs(t, "containerd")
-	sysctls := readSysctls(t)
-	cmd, runDir, exited := startCommand(t)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	<-exited
-	left := sandbox.LeftoversIn(runDir)
-	assert.NotEmpty(t, left, "a killed owner leaves its containers behind")
-	t.Logf("left by the killed sandbox: %q", left)
+	for _, rt := range sandbox.RuntimeNames() {
+		t.Run(rt, func(t *testing.T) {
+			sandbox.RequirePrereqs(t, rt)
+			sysctls := readSysctls(t)
+			hugetlb := hugetlbHierarchy(t)
+			cmd, runDir, exited := startCommand(t, "--runtime", rt)
+			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+			<-exited
+			left := sandbox.LeftoversIn(runDir)
+			assert.NotEmpty(t, left, "a killed owner leaves its containers behind")
+			t.Logf("left by the killed sandbox: %q", left)
 
-	log := logrus.New()
-	log.SetOutput(testLogWriter{t})
-	require.NoError(t, sandbox.SweepStale(sandbox.TestContext(t), "/run", log))
-	assert.Empty(t, sandbox.LeftoversIn(runDir))
-	assert.Equal(t, sysctls, readSysctls(t))
+			log := logrus.New()
+			log.SetOutput(testLogWriter{t})
+			require.NoError(t, sandbox.SweepStale(sandbox.TestContext(t), "/run", log))
+			assert.Empty(t, sandbox.LeftoversIn(runDir))
+			assert.Equal(t, sysctls, readSysctls(t))
+			assert.Equal(t, hugetlb, hugetlbHierarchy(t), "hugetlb's hierarchy (CRI-O's sandbox mounts a v1 one)")
+		})
+	}
+}
+
+// hugetlbHierarchy returns hugetlb's hierarchy id in /proc/cgroups; 0
+// while it is on the v2 side.
+func hugetlbHierarchy(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/cgroups")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if fields := strings.Fields(line); len(fields) == 4 && fields[0] == "hugetlb" {
+			return fields[1]
+		}
+	}
+	return ""
 }
 
 func readSysctls(t *testing.T) map[string]string {
