@@ -2,7 +2,6 @@ package harness_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	"github.com/nri-suite/nri-suite/e2e/harness/kubepod"
+	"github.com/nri-suite/nri-suite/e2e/testplugin/syncreport"
 )
 
 const testPlugin = "./e2e/testplugin"
@@ -27,34 +27,12 @@ func pod(t *testing.T, name string) *v1.Pod {
 	return harness.LoadPod(t, filepath.Join("testdata", "pods", name))
 }
 
-// syncReport is the part of nri-e2e-test's Synchronize report the tests read.
-type syncReport struct {
-	Synchronizations int `json:"synchronizations"`
-	Containers       []struct {
-		ID        string `json:"id"`
-		Pod       string `json:"pod"`
-		Namespace string `json:"namespace"`
-		Container string `json:"container"`
-		State     string `json:"state"`
-	} `json:"containers"`
-}
-
-func readReport(t *testing.T, path string) syncReport {
+func readReport(t *testing.T, path string) syncreport.Report {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	r, found, err := syncreport.Read(path)
 	require.NoError(t, err)
-	var r syncReport
-	require.NoError(t, json.Unmarshal(data, &r))
+	require.True(t, found, "no sync report at %s", path)
 	return r
-}
-
-// reported lists "pod/container" of a report.
-func (r syncReport) reported() []string {
-	var out []string
-	for _, c := range r.Containers {
-		out = append(out, c.Pod+"/"+c.Container)
-	}
-	return out
 }
 
 func TestExternalPluginAdjustsSpec(t *testing.T) {
@@ -193,7 +171,7 @@ func TestRuntimeRestartSynchronizesLiveContainers(t *testing.T) {
 	want := []string{"besteffort/idle", "with-sidecar/main", "with-sidecar/proxy"}
 	extSync := readReport(t, extReport)
 	assert.Equal(t, 2, extSync.Synchronizations, "the external plugin kept running and synchronized again")
-	assert.Equal(t, want, extSync.reported())
+	assert.Equal(t, want, extSync.PodContainers())
 	for _, c := range extSync.Containers {
 		assert.Equal(t, "CONTAINER_RUNNING", c.State, c.Container)
 	}
@@ -201,7 +179,7 @@ func TestRuntimeRestartSynchronizesLiveContainers(t *testing.T) {
 
 	preSync := readReport(t, preReport)
 	assert.Equal(t, 1, preSync.Synchronizations, "the runtime launched a new pre-registered plugin process")
-	assert.Equal(t, want, preSync.reported())
+	assert.Equal(t, want, preSync.PodContainers())
 	assert.Equal(t, 2, rt.SyncCount("10-pre"))
 
 	// The restarted runtime serves new containers through both plugins.
@@ -228,7 +206,7 @@ func TestPluginRestartSynchronizesLiveContainers(t *testing.T) {
 	assert.NotEqual(t, firstPID, p.PID())
 	r := readReport(t, report)
 	assert.Equal(t, 1, r.Synchronizations, "a new process")
-	assert.Equal(t, []string{"besteffort/idle", "guaranteed/app", "guaranteed/helper"}, r.reported())
+	assert.Equal(t, []string{"besteffort/idle", "guaranteed/app", "guaranteed/helper"}, r.PodContainers())
 
 	p.Stop(t)
 	assert.Zero(t, p.PID())

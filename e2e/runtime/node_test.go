@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nri-suite/nri-suite/e2e/testplugin/syncreport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -86,31 +86,16 @@ func testPluginConfig(env map[string]string, syncReport string) []byte {
 	return []byte(b.String())
 }
 
-// syncReport is what the test plugin writes after each Synchronize.
-type syncReport struct {
-	Synchronizations int `json:"synchronizations"`
-	Containers       []struct {
-		ID        string `json:"id"`
-		Pod       string `json:"pod"`
-		Namespace string `json:"namespace"`
-		Container string `json:"container"`
-		State     string `json:"state"`
-	} `json:"containers"`
-}
-
 // waitSyncReport polls the report until accept takes it or ctx ends.
-func waitSyncReport(ctx context.Context, path string, accept func(syncReport) bool) (syncReport, error) {
-	var last syncReport
+func waitSyncReport(ctx context.Context, path string, accept func(syncreport.Report) bool) (syncreport.Report, error) {
+	var last syncreport.Report
 	var lastErr error
 	for {
-		data, err := os.ReadFile(path)
-		if err == nil {
-			var r syncReport
-			if err = json.Unmarshal(data, &r); err == nil {
-				last = r
-				if accept(r) {
-					return r, nil
-				}
+		r, found, err := syncreport.Read(path)
+		if found {
+			last = r
+			if accept(r) {
+				return r, nil
 			}
 		}
 		lastErr = err
@@ -190,7 +175,7 @@ func testRuntimeRestart(t *testing.T, rt string) {
 	plugin, err := sb.StartPlugin(PluginSpec{Binary: bin, Name: "e2e-restart", Idx: "50", Config: testPluginConfig(nil, reportPath)})
 	require.NoError(t, err)
 	require.NoError(t, plugin.WaitReady(ctx))
-	first, err := waitSyncReport(ctx, reportPath, func(r syncReport) bool { return r.Synchronizations >= 1 })
+	first, err := waitSyncReport(ctx, reportPath, func(r syncreport.Report) bool { return r.Synchronizations >= 1 })
 	require.NoError(t, err)
 
 	// Two kubelet pods and one pod made through raw CRI.
@@ -220,7 +205,7 @@ func testRuntimeRestart(t *testing.T, rt string) {
 	// The plugin registers again by itself and gets a new Synchronize.
 	pollCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	report, err := waitSyncReport(pollCtx, reportPath, func(r syncReport) bool { return r.Synchronizations > first.Synchronizations })
+	report, err := waitSyncReport(pollCtx, reportPath, func(r syncreport.Report) bool { return r.Synchronizations > first.Synchronizations })
 	require.NoError(t, err, "the plugin did not synchronize again after the runtime restart")
 	t.Logf("runtime killed to plugin synchronized again: %s", time.Since(killed).Round(time.Millisecond))
 	assert.True(t, plugin.Running(), "the plugin process survives the runtime restart")

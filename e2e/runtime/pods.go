@@ -13,19 +13,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nri-suite/nri-suite/e2e/harness/kubepod"
 )
 
-// DecodePod decodes a kubelet-style Pod manifest (YAML or JSON) strictly and
-// checks that the sandbox can run it.
+// DecodePod decodes a kubelet-style Pod manifest (YAML or JSON) the way the
+// harness does (strictly, with the kubelet's defaults), and checks that the
+// sandbox can run it.
 func DecodePod(data []byte) (*corev1.Pod, error) {
-	var pod corev1.Pod
-	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
-		return nil, fmt.Errorf("decoding pod manifest: %w", err)
-	}
-	if err := CheckPod(&pod); err != nil {
+	pod, err := kubepod.Parse(data)
+	if err != nil {
 		return nil, err
 	}
-	return &pod, nil
+	if err := CheckPod(pod); err != nil {
+		return nil, err
+	}
+	return pod, nil
 }
 
 // LoadPods decodes every *.yaml manifest in dir, sorted by file name.

@@ -3,17 +3,15 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/e2e/testplugin/syncreport"
 )
 
 // config is the plugin's YAML configuration.
@@ -24,34 +22,16 @@ type config struct {
 	SyncReport string `yaml:"syncReport"`
 }
 
-// report is what SyncReport holds after each Synchronize.
-type report struct {
-	// Synchronizations counts the Synchronize calls since the process started.
-	Synchronizations int `json:"synchronizations"`
-	// Closed is set by the final write at a clean stop.
-	Closed bool `json:"closed"`
-	// Containers are those the last Synchronize delivered, sorted.
-	Containers []reportContainer `json:"containers"`
-}
-
-type reportContainer struct {
-	ID        string `json:"id"`
-	Pod       string `json:"pod"`
-	Namespace string `json:"namespace"`
-	Container string `json:"container"`
-	State     string `json:"state"` // api.ContainerState name, e.g. CONTAINER_RUNNING
-}
-
 type testPlugin struct {
 	name string
 
 	mu     sync.Mutex
 	cfg    config
-	report report
+	report syncreport.Report
 }
 
 func newTestPlugin(d plugin.Deps) (any, error) {
-	p := &testPlugin{name: d.Name, report: report{Containers: []reportContainer{}}}
+	p := &testPlugin{name: d.Name, report: syncreport.Report{Containers: []syncreport.Container{}}}
 	p.cfg.Env = p.defaultEnv()
 	return p, nil
 }
@@ -98,10 +78,10 @@ func (p *testPlugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs
 	for _, pod := range pods {
 		podByID[pod.GetId()] = pod
 	}
-	containers := make([]reportContainer, 0, len(ctrs))
+	containers := make([]syncreport.Container, 0, len(ctrs))
 	for _, c := range ctrs {
 		pod := podByID[c.GetPodSandboxId()]
-		containers = append(containers, reportContainer{
+		containers = append(containers, syncreport.Container{
 			ID:        c.GetId(),
 			Pod:       pod.GetName(),
 			Namespace: pod.GetNamespace(),
@@ -109,7 +89,7 @@ func (p *testPlugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs
 			State:     c.GetState().String(),
 		})
 	}
-	slices.SortFunc(containers, func(a, b reportContainer) int {
+	slices.SortFunc(containers, func(a, b syncreport.Container) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Pod, b.Pod),
 			cmp.Compare(a.Container, b.Container), cmp.Compare(a.ID, b.ID))
 	})
@@ -129,30 +109,10 @@ func (p *testPlugin) Close() error {
 	return p.writeReport()
 }
 
-// writeReport replaces the report file atomically, so readers never see half of it.
+// writeReport writes the report if the configuration asks for one.
 func (p *testPlugin) writeReport() error {
-	path := p.cfg.SyncReport
-	if path == "" {
+	if p.cfg.SyncReport == "" {
 		return nil
 	}
-	data, err := json.MarshalIndent(p.report, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode sync report: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write sync report %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write sync report %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write sync report %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write sync report %s: %w", path, err)
-	}
-	return nil
+	return syncreport.Write(p.cfg.SyncReport, p.report)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/e2e/testplugin/syncreport"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,16 +69,11 @@ func TestConfigure(t *testing.T) {
 	}
 }
 
-func readReport(t *testing.T, path string) (report, bool) {
+func readReport(t *testing.T, path string) (syncreport.Report, bool) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return report{}, false
-	}
-	require.NoError(t, err)
-	var r report
-	require.NoError(t, json.Unmarshal(data, &r), "the report is always complete JSON: %s", data)
-	return r, true
+	r, found, err := syncreport.Read(path)
+	require.NoError(t, err, "the report is always complete JSON")
+	return r, found
 }
 
 func TestSynchronizeWritesReport(t *testing.T) {
@@ -101,9 +96,9 @@ func TestSynchronizeWritesReport(t *testing.T) {
 		require.NoError(t, err)
 		got, ok := readReport(t, path)
 		require.True(t, ok)
-		assert.Equal(t, report{
+		assert.Equal(t, syncreport.Report{
 			Synchronizations: round,
-			Containers: []reportContainer{
+			Containers: []syncreport.Container{
 				{ID: "c9", Container: "orphan", State: "CONTAINER_CREATED"},
 				{ID: "c1", Pod: "db", Namespace: "prod", Container: "postgres", State: "CONTAINER_STOPPED"},
 				{ID: "c3", Pod: "web", Namespace: "prod", Container: "app", State: "CONTAINER_RUNNING"},
@@ -119,7 +114,7 @@ func TestSynchronizeWritesReport(t *testing.T) {
 
 	require.NoError(t, p.Close())
 	got, _ := readReport(t, path)
-	assert.Equal(t, report{Synchronizations: 3, Closed: true, Containers: []reportContainer{}}, got)
+	assert.Equal(t, syncreport.Report{Synchronizations: 3, Closed: true, Containers: []syncreport.Container{}}, got)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no temporary file is left behind")
@@ -131,7 +126,7 @@ func TestSynchronizeReportsUnwritablePath(t *testing.T) {
 	require.NoError(t, p.Configure([]byte("syncReport: "+path+"\n"), "cfg.yaml"))
 	_, err := p.Synchronize(context.Background(), nil, nil)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "write sync report "+path)
+	assert.Contains(t, err.Error(), "writing sync report "+path)
 }
 
 // buildBinary builds this plugin into a temporary directory.
@@ -189,9 +184,9 @@ func createEnv(t *testing.T, rt *adaptation.Adaptation) []string {
 }
 
 // waitReport polls the report until it counts want synchronizations.
-func waitReport(t *testing.T, path string, want int) report {
+func waitReport(t *testing.T, path string, want int) syncreport.Report {
 	t.Helper()
-	var got report
+	var got syncreport.Report
 	require.Eventually(t, func() bool {
 		var ok bool
 		got, ok = readReport(t, path)
@@ -200,7 +195,7 @@ func waitReport(t *testing.T, path string, want int) report {
 	return got
 }
 
-var wantSurvivor = []reportContainer{{ID: "ctr-1", Pod: "web", Namespace: "default", Container: "app", State: "CONTAINER_RUNNING"}}
+var wantSurvivor = []syncreport.Container{{ID: "ctr-1", Pod: "web", Namespace: "default", Container: "app", State: "CONTAINER_RUNNING"}}
 
 func TestBinaryExternalStopsCleanlyOnSIGTERM(t *testing.T) {
 	bin := buildBinary(t)
@@ -224,7 +219,7 @@ func TestBinaryExternalStopsCleanlyOnSIGTERM(t *testing.T) {
 	})
 
 	got := waitReport(t, reportPath, 1)
-	assert.Equal(t, report{Synchronizations: 1, Containers: wantSurvivor}, got)
+	assert.Equal(t, syncreport.Report{Synchronizations: 1, Containers: wantSurvivor}, got)
 	assert.Equal(t, []string{"FROM_FILE=1"}, createEnv(t, rt))
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
@@ -254,7 +249,7 @@ func TestBinaryPreRegisteredTakesConfigFromRuntime(t *testing.T) {
 	rt := startRuntime(t, dir) // launches, registers and synchronizes the plugin
 
 	got := waitReport(t, reportPath, 1)
-	assert.Equal(t, report{Synchronizations: 1, Containers: wantSurvivor}, got)
+	assert.Equal(t, syncreport.Report{Synchronizations: 1, Containers: wantSurvivor}, got)
 	assert.Equal(t, []string{"NRI_SUITE_E2E=e2e-pre"}, createEnv(t, rt),
 		"the default env names the plugin as the runtime launched it")
 }
