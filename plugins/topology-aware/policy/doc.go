@@ -1,0 +1,49 @@
+// Package policy is the pure allocation core of the topology-aware plugin:
+// given a machine (common/topology) and a configuration, it decides for each
+// container which CPUs and memory nodes it runs on, and why. It does no I/O
+// and keeps no clock; the same state and request give the same answer.
+//
+// The rules, in the order they apply:
+//
+//  1. Pools. The available CPUs (all by default) hold the reserved CPUs (a
+//     set, or a count chosen as the kubelet chooses them), the kernel-isolated
+//     CPUs, the exclusive grants, and the shared pool: everything else. The
+//     reserved CPUs stay in the shared pool unless the reservation is strict.
+//  2. Who gets what. An explicit CPU preference (annotation) decides first:
+//     shared, reserved, or isolated (prefer: isolated CPUs if enough are free,
+//     else a normal exclusive grant; require: isolated or fail). Then pods in
+//     the reserved namespaces run on the reserved CPUs. Then the kubelet's
+//     static policy: a Guaranteed container with an integer CPU request gets
+//     that many exclusive CPUs; everything else shares the shared pool.
+//  3. Topology Manager (hints.go). For a grant, CPUs, memory and devices
+//     (and, under the pod scope, the pod's first affinity) offer NUMA hints;
+//     the policy (none, best-effort, restricted, single-numa-node) merges them
+//     as the kubelet does and admits the container or fails it, saying which
+//     resource could not be aligned and where.
+//  4. Choosing CPUs (cpuassign.go), exactly as the kubelet's static policy:
+//     the CPUs of the admitted NUMA nodes first; whole sockets and NUMA nodes,
+//     then (align-by-uncore-cache) whole uncore caches, then whole cores, then
+//     single threads, from the groups with the fewest free CPUs first.
+//     distribute-across-numa spreads evenly over the fewest nodes;
+//     spread-across-cores takes threads of different cores; full-pcpus-only
+//     grants whole cores only (and never a core with a reserved, isolated or
+//     unavailable thread).
+//  5. Memory (memory.go), as the Memory Manager's static policy: Guaranteed
+//     grants hold memory and hugepages on the admitted nodes (or those of
+//     their CPUs), as one group of nodes when one is not enough; groups never
+//     overlap. cpuset.mems is the group, or the nodes of the CPUs; CPU-less
+//     memory nodes (HBM, PMEM, CXL) are added, the closest by distance, only
+//     for containers that ask for them.
+//  6. The shared pool never becomes empty while shared containers exist: a
+//     grant that would empty it fails. When it changes, every shared
+//     container's placement changes with it, and Allocate, Resize and
+//     Release return those placements.
+//  7. Resize keeps what it can of an exclusive grant (shrinking within it,
+//     growing next to it) and moves containers between shared and exclusive
+//     when their class changes; on failure the old placement stays.
+//  8. Restart (restore.go): the checkpoint is reconciled with what runs;
+//     nothing consistent moves, unknown containers are adopted where they run
+//     when consistent, the rest is placed anew, in container id order.
+//
+// Check verifies the invariants after any step.
+package policy

@@ -1,0 +1,318 @@
+package policy
+
+// The Memory Manager's static policy (pkg/kubelet/cm/memorymanager): memory
+// and hugepages of Guaranteed exclusive containers are accounted per NUMA
+// node. A container lives on one node, or on a group of nodes when one is not
+// enough; a node is in at most one group at a time, and a node serving a
+// single-node container cannot join a group, so groups never overlap.
+//
+// Unlike the kubelet, which releases a container's memory from its group's
+// nodes in node order, every container remembers how much it took from each
+// node, so that release is the exact inverse of allocation.
+
+import (
+	"cmp"
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/nri-suite/nri-suite/common/topology"
+)
+
+// memoryResource is regular memory (0) or hugepages of a page size in bytes.
+type memoryResource uint64
+
+func (r memoryResource) String() string {
+	if r == 0 {
+		return "memory"
+	}
+	return fmt.Sprintf("hugepages-%dkB", uint64(r)/1024)
+}
+
+// NodeMemory is what one container holds of one resource on one node.
+type NodeMemory struct {
+	Node     int    `json:"node"`
+	PageSize uint64 `json:"pageSize,omitempty"` // 0: regular memory
+	Bytes    uint64 `json:"bytes"`
+}
+
+type nodeMemory struct {
+	allocatable map[memoryResource]uint64
+	free        map[memoryResource]uint64
+	assignments int      // containers holding memory here
+	group       numaMask // the nodes this one serves containers with
+}
+
+type memoryManager struct {
+	nodes map[int]*nodeMemory // the nodes with CPUs
+	tm    *topologyManager
+}
+
+func newMemoryManager(t *topology.Topology, tm *topologyManager, reserved map[int]uint64) (*memoryManager, error) {
+	mm := &memoryManager{nodes: map[int]*nodeMemory{}, tm: tm}
+	for _, id := range tm.nodes {
+		n, _ := t.Node(id)
+		state := &nodeMemory{allocatable: map[memoryResource]uint64{}, free: map[memoryResource]uint64{}, group: maskOf(id)}
+		total := n.MemTotal
+		for _, hp := range n.HugePages {
+			size := hp.Size * hp.Total
+			state.allocatable[memoryResource(hp.Size)] = size
+			total -= min(total, size)
+		}
+		if reserved[id] > total {
+			return nil, fmt.Errorf("%w: reserved memory on NUMA node %d is %d bytes, more than its %d bytes of memory outside hugepages",
+				ErrInvalidConfig, id, reserved[id], total)
+		}
+		state.allocatable[0] = total - reserved[id]
+		for r, v := range state.allocatable {
+			state.free[r] = v
+		}
+		mm.nodes[id] = state
+	}
+	return mm, nil
+}
+
+// requested is what a request asks the Memory Manager for.
+func requested(req Request) map[memoryResource]uint64 {
+	out := map[memoryResource]uint64{}
+	if req.Memory > 0 {
+		out[0] = uint64(req.Memory)
+	}
+	for size, bytes := range req.HugePages {
+		if bytes > 0 {
+			out[memoryResource(size)] = uint64(bytes)
+		}
+	}
+	return out
+}
+
+func (mm *memoryManager) sum(mask numaMask, r memoryResource, of func(*nodeMemory) map[memoryResource]uint64) uint64 {
+	var total uint64
+	for v := uint64(mask); v != 0; v &= v - 1 {
+		if n := mm.nodes[bits.TrailingZeros64(v)]; n != nil {
+			total += of(n)[r]
+		}
+	}
+	return total
+}
+
+func freeOf(n *nodeMemory) map[memoryResource]uint64 { return n.free }
+
+// hints are the kubelet's: every set of nodes that has the memory free and
+// can form a group (a single node not in a group, or exactly an existing
+// group, or nodes in no group); preferred are the sets as small as the
+// smallest whose allocatable memory could hold the request.
+func (mm *memoryManager) hints(req map[memoryResource]uint64) provider {
+	// Per resource, the node's allocatable and free bytes by node id: the
+	// subsets below sum them 2^nodes times.
+	type table struct {
+		want        uint64
+		alloc, free [64]uint64
+	}
+	tables := make([]table, 0, len(req))
+	for r, size := range req {
+		tb := table{want: size}
+		for id, n := range mm.nodes {
+			tb.alloc[id], tb.free[id] = n.allocatable[r], n.free[r]
+		}
+		tables = append(tables, tb)
+	}
+	minSize := len(mm.tm.nodes)
+	var out []hint
+	mm.tm.subsets(func(mask numaMask) {
+		for i := range tables {
+			var alloc uint64
+			for v := uint64(mask); v != 0; v &= v - 1 {
+				alloc += tables[i].alloc[bits.TrailingZeros64(v)]
+			}
+			if alloc < tables[i].want {
+				return
+			}
+		}
+		minSize = min(minSize, mask.count())
+		if !mm.canGroup(mask) {
+			return
+		}
+		for i := range tables {
+			var free uint64
+			for v := uint64(mask); v != 0; v &= v - 1 {
+				free += tables[i].free[bits.TrailingZeros64(v)]
+			}
+			if free < tables[i].want {
+				return
+			}
+		}
+		out = append(out, hint{mask: mask})
+	})
+	for i := range out {
+		out[i].preferred = out[i].mask.count() == minSize
+	}
+	return provider{resource: "memory", hints: out}
+}
+
+// canGroup reports whether the nodes of mask may serve one container
+// together without overlapping another group.
+func (mm *memoryManager) canGroup(mask numaMask) bool {
+	single := mask.count() == 1
+	for v := uint64(mask); v != 0; v &= v - 1 {
+		n := mm.nodes[bits.TrailingZeros64(v)]
+		if single {
+			if n.group.count() > 1 {
+				return false
+			}
+			continue
+		}
+		if n.assignments > 0 && n.group != mask {
+			return false
+		}
+	}
+	return true
+}
+
+// place chooses the group for a request given the Topology Manager's
+// affinity (0: none), or the nodes of the container's CPUs when there is no
+// affinity; like the kubelet, a group too small is extended to the
+// narrowest group that contains it and holds the request.
+func (mm *memoryManager) place(req map[memoryResource]uint64, affinity numaMask) (numaMask, error) {
+	fits := func(mask numaMask) bool {
+		for r, size := range req {
+			if mm.sum(mask, r, freeOf) < size {
+				return false
+			}
+		}
+		return true
+	}
+	mask := affinity
+	if mask == 0 || !fits(mask) || !mm.canGroup(mask) {
+		var best *hint
+		hints := mm.hints(req).hints
+		for i, h := range hints {
+			if h.mask&affinity != affinity {
+				continue
+			}
+			if best == nil || (h.preferred && !best.preferred) ||
+				(h.preferred == best.preferred && mm.tm.fitter(h.mask, best.mask)) {
+				best = &hints[i]
+			}
+		}
+		if best == nil {
+			return 0, fmt.Errorf("%w: %s", ErrInsufficientMemory, mm.shortfall(req, affinity))
+		}
+		mask = best.mask
+	}
+	return mask, nil
+}
+
+// shortfall says what is free where, for an error.
+func (mm *memoryManager) shortfall(req map[memoryResource]uint64, affinity numaMask) string {
+	where := "any NUMA nodes"
+	if affinity != 0 {
+		where = "NUMA nodes containing {" + affinity.String() + "}"
+	}
+	msg := ""
+	for _, r := range sortedResources(req) {
+		msg += fmt.Sprintf("%s %d bytes requested; ", r, req[r])
+	}
+	msg += "free:"
+	for _, id := range mm.tm.nodes {
+		n := mm.nodes[id]
+		msg += fmt.Sprintf(" node %d", id)
+		for _, r := range sortedResources(req) {
+			msg += fmt.Sprintf(" %s=%d", r, n.free[r])
+		}
+		if n.group.count() > 1 {
+			msg += " (in group {" + n.group.String() + "})"
+		}
+		msg += ";"
+	}
+	return msg + " no group of " + where + " can hold it"
+}
+
+func sortedResources(req map[memoryResource]uint64) []memoryResource {
+	out := make([]memoryResource, 0, len(req))
+	for r := range req {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// take accounts req on the group's nodes, filling them in node order.
+func (mm *memoryManager) take(group numaMask, req map[memoryResource]uint64) []NodeMemory {
+	var held []NodeMemory
+	nodes := group.nodes()
+	for _, id := range nodes {
+		n := mm.nodes[id]
+		n.assignments++
+		n.group = group
+	}
+	for _, r := range sortedResources(req) {
+		left := req[r]
+		for _, id := range nodes {
+			n := mm.nodes[id]
+			got := min(left, n.free[r])
+			if got == 0 {
+				continue
+			}
+			n.free[r] -= got
+			left -= got
+			held = append(held, NodeMemory{Node: id, PageSize: uint64(r), Bytes: got})
+		}
+	}
+	return held
+}
+
+// give back what take took; group is the container's group.
+func (mm *memoryManager) give(group numaMask, held []NodeMemory) {
+	for _, h := range held {
+		mm.nodes[h.Node].free[memoryResource(h.PageSize)] += h.Bytes
+	}
+	for _, id := range group.nodes() {
+		n := mm.nodes[id]
+		n.assignments--
+		if n.assignments == 0 {
+			n.group = maskOf(id)
+		}
+	}
+}
+
+// checkHeld reports why memory a container held before a restart cannot be
+// accounted again as it was: nodes outside its group, a group overlapping
+// another, or not enough free.
+func (mm *memoryManager) checkHeld(group numaMask, held []NodeMemory) error {
+	if !mm.canGroup(group) {
+		return fmt.Errorf("NUMA nodes {%s} overlap another memory group", group)
+	}
+	need := map[NodeMemory]uint64{}
+	for _, h := range held {
+		if mm.nodes[h.Node] == nil || !group.has(h.Node) {
+			return fmt.Errorf("memory held on NUMA node %d, outside the group {%s}", h.Node, group)
+		}
+		need[NodeMemory{Node: h.Node, PageSize: h.PageSize}] += h.Bytes
+	}
+	for k, bytes := range need {
+		if free := mm.nodes[k.Node].free[memoryResource(k.PageSize)]; free < bytes {
+			return fmt.Errorf("%s: %d bytes held on NUMA node %d, %d free", memoryResource(k.PageSize), bytes, k.Node, free)
+		}
+	}
+	return nil
+}
+
+// reclaim accounts exactly what a container held (checked by checkHeld).
+func (mm *memoryManager) reclaim(group numaMask, held []NodeMemory) {
+	for _, id := range group.nodes() {
+		n := mm.nodes[id]
+		n.assignments++
+		n.group = group
+	}
+	for _, h := range held {
+		mm.nodes[h.Node].free[memoryResource(h.PageSize)] -= h.Bytes
+	}
+}
+
+// sortHeld orders held memory by node then page size, for stable snapshots.
+func sortHeld(held []NodeMemory) {
+	slices.SortFunc(held, func(a, b NodeMemory) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.PageSize, b.PageSize))
+	})
+}

@@ -1,0 +1,235 @@
+package policy
+
+// Placing one container: which pool, which CPUs, which memory nodes. place
+// computes an entry without changing the Policy; assign commits it.
+
+import (
+	"fmt"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+)
+
+// place computes where req goes. keep are CPUs the container had before a
+// resize (already returned to the free CPUs): they are kept where possible.
+func (p *Policy) place(req Request, keep cpuset.CPUSet) (*entry, error) {
+	pool, n, err := p.classify(req)
+	if err != nil {
+		return nil, err
+	}
+	switch pool {
+	case PoolReserved:
+		if p.reserved.IsEmpty() {
+			return p.placeShared(req, "reserved pool requested but no CPUs are reserved: shared")
+		}
+		return p.placeReserved(req)
+	case PoolIsolated:
+		free := p.freeIsolated()
+		if free.Size() >= n {
+			return p.placeExclusive(req, PoolIsolated, n, free, keep.Intersection(p.isolated))
+		}
+		if req.CPU == CPUIsolatedRequire {
+			return nil, fmt.Errorf("%w: %s: %s requested from the isolated CPUs (annotation %s), %d free of the isolated %q",
+				ErrInsufficientCPUs, name(req), cpuCount(n), req.CPU, free.Size(), p.isolated)
+		}
+		return p.placeExclusive(req, PoolExclusive, n, p.freeExclusive(), keep.Difference(p.isolated))
+	case PoolExclusive:
+		return p.placeExclusive(req, PoolExclusive, n, p.freeExclusive(), keep.Difference(p.isolated))
+	default:
+		why := "shared: not Guaranteed with an integer CPU request"
+		if req.CPU == CPUShared {
+			why = "shared: annotated for shared CPUs"
+		}
+		return p.placeShared(req, why)
+	}
+}
+
+func (p *Policy) newEntry(req Request, pool PoolKind, cpus cpuset.CPUSet, affinity numaMask, reason string) *entry {
+	return &entry{req: req, pl: Placement{
+		ContainerID: req.ContainerID, PodUID: req.PodUID, Pool: pool, CPUs: cpus,
+		Mems: p.mems(p.topo.NodesOfCPUs(cpus), req.CPULessMemory), NUMANodes: affinity.nodes(), Reason: reason,
+	}}
+}
+
+func (p *Policy) placeReserved(req Request) (*entry, error) {
+	why := "reserved: annotated for the reserved CPUs"
+	if req.CPU == CPUAuto {
+		why = "reserved: namespace " + req.Namespace + " runs on the reserved CPUs"
+	}
+	return p.newEntry(req, PoolReserved, p.reserved, 0, why), nil
+}
+
+func (p *Policy) placeShared(req Request, why string) (*entry, error) {
+	if p.shared.IsEmpty() {
+		return nil, fmt.Errorf("%w: %s: shared CPUs requested, but exclusive grants hold every CPU of the shared pool (%d exclusive, %d available, %q reserved)",
+			ErrInsufficientCPUs, name(req), p.exclusive.Size(), p.available.Size(), p.reserved)
+	}
+	affinity, err := p.admit(req, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.newEntry(req, PoolShared, p.shared, affinity, why), nil
+}
+
+// admit asks the Topology Manager for the container's affinity, given the
+// hints of its CPUs and memory (if any), its devices and, under the pod
+// scope, its pod.
+func (p *Policy) admit(req Request, providers []provider) (numaMask, error) {
+	if p.tm.policy == TopologyNone {
+		return 0, nil
+	}
+	if devices := p.deviceNodes(req); devices != 0 {
+		providers = append(providers, p.tm.deviceHints(devices))
+	}
+	if pod := p.pods[req.PodUID]; p.cfg.TopologyScope == ScopePod && pod != nil && pod.affinity != 0 {
+		providers = append(providers, provider{resource: "pod", hints: []hint{{mask: pod.affinity, preferred: true}}})
+	}
+	if len(providers) == 0 {
+		return 0, nil
+	}
+	best, ok := p.tm.merge(providers)
+	if !ok {
+		return 0, fmt.Errorf("%w: %s: topology manager policy %s cannot align the resources: %s",
+			ErrTopologyAffinity, name(req), p.tm.policy, describe(providers, p.tm.policy == TopologySingleNUMANode))
+	}
+	return best.mask, nil
+}
+
+// deviceNodes are the NUMA nodes of the container's devices (by their node,
+// else by their local CPUs when those are not the whole machine).
+func (p *Policy) deviceNodes(req Request) numaMask {
+	var mask numaMask
+	for _, d := range req.Devices {
+		switch {
+		case d.NUMANode >= 0 && p.tm.all.has(d.NUMANode):
+			mask |= maskOf(d.NUMANode)
+		case d.NUMANode < 0 && !d.CPUs.IsEmpty():
+			if local := maskOf(p.topo.NodesOfCPUs(d.CPUs)...) & p.tm.all; local != p.tm.all {
+				mask |= local
+			}
+		}
+	}
+	return mask
+}
+
+// placeExclusive grants n whole CPUs from free to req.
+func (p *Policy) placeExclusive(req Request, pool PoolKind, n int, free, keep cpuset.CPUSet) (*entry, error) {
+	if p.cfg.FullPCPUsOnly {
+		if n%p.m.cpusPerCore != 0 {
+			return nil, fmt.Errorf("%w: %s: %s requested, but full-pcpus-only grants whole cores of %d CPUs: request a multiple of %d",
+				ErrInsufficientCPUs, name(req), cpuCount(n), p.m.cpusPerCore, p.m.cpusPerCore)
+		}
+		free = free.Difference(p.broken)
+	}
+	if n > free.Size() {
+		return nil, p.notEnough(req, pool, n, free)
+	}
+	var providers []provider
+	mem := map[memoryResource]uint64{}
+	if req.QOS == k8s.QOSGuaranteed {
+		mem = requested(req)
+	}
+	if p.tm.policy != TopologyNone {
+		freeCount, ownCount := p.perNode(free.Difference(keep)), p.perNode(keep)
+		providers = append(providers, p.tm.cpuHints(p.m, freeCount, ownCount, n))
+		if len(mem) > 0 {
+			providers = append(providers, p.mm.hints(mem))
+		}
+	}
+	affinity, err := p.admit(req, providers)
+	if err != nil {
+		return nil, err
+	}
+	cpus, err := p.chooseCPUs(n, affinity, free, keep)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInsufficientCPUs, name(req), err)
+	}
+	if pool == PoolExclusive && len(p.sharedIDs) > 0 && p.sharedPool(p.exclusive.Union(cpus)).IsEmpty() {
+		return nil, p.notEnough(req, pool, n, free)
+	}
+	e := p.newEntry(req, pool, cpus, affinity, p.exclusiveReason(req, pool, cpus))
+	if len(mem) > 0 {
+		start := affinity
+		if start == 0 {
+			start = maskOf(p.topo.NodesOfCPUs(cpus)...)
+		}
+		group, err := p.mm.place(mem, start)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name(req), err)
+		}
+		e.group = group
+		e.pl.Mems = p.mems(group.nodes(), req.CPULessMemory)
+		e.pl.Memory = req.Memory
+		e.pl.HugePages = clonePlacement(Placement{HugePages: req.HugePages}).HugePages
+		e.pl.Reason += fmt.Sprintf("; memory on NUMA nodes {%s}", group)
+	}
+	return e, nil
+}
+
+// chooseCPUs is the kubelet's allocateCPUs: the CPUs of the affinity first,
+// the rest from anywhere; a resize keeps what it can of its CPUs.
+func (p *Policy) chooseCPUs(n int, affinity numaMask, free, keep cpuset.CPUSet) (cpuset.CPUSet, error) {
+	if !keep.IsEmpty() {
+		if n <= keep.Size() {
+			return p.m.takeByTopology(keep, n, p.opts)
+		}
+		more, err := p.chooseCPUs(n-keep.Size(), affinity|maskOf(p.topo.NodesOfCPUs(keep)...), free.Difference(keep), cpuset.CPUSet{})
+		return keep.Union(more), err
+	}
+	var result cpuset.CPUSet
+	if affinity != 0 {
+		aligned := p.cpusOf(affinity).Intersection(free)
+		taken, err := p.m.takeByTopology(aligned, min(n, aligned.Size()), p.opts)
+		if err != nil {
+			return cpuset.CPUSet{}, err
+		}
+		result = taken
+	}
+	rest, err := p.m.takeByTopology(free.Difference(result), n-result.Size(), p.opts)
+	if err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	return result.Union(rest), nil
+}
+
+func (p *Policy) cpusOf(mask numaMask) cpuset.CPUSet {
+	var cpus cpuset.CPUSet
+	for _, node := range mask.nodes() {
+		cpus = cpus.Union(p.topo.CPUsOfNode(node))
+	}
+	return cpus
+}
+
+// perNode counts cpus per NUMA node, in the order of the machine's nodes.
+func (p *Policy) perNode(cpus cpuset.CPUSet) []int {
+	counts := make([]int, len(p.m.groups[levelNode]))
+	for _, cpu := range cpus.List() {
+		counts[p.m.of[levelNode][cpu]]++
+	}
+	return counts
+}
+
+// notEnough explains a grant that does not fit: too few free CPUs, or (with
+// n <= free) the shared pool that must not become empty.
+func (p *Policy) notEnough(req Request, pool PoolKind, n int, free cpuset.CPUSet) error {
+	msg := fmt.Sprintf("%s: %d %s CPUs requested, %d free", name(req), n, pool, free.Size())
+	if n <= free.Size() {
+		msg = fmt.Sprintf("%s: %d exclusive CPUs requested, %d free in the shared pool (shared pool must keep at least 1 CPU for %d shared containers)",
+			name(req), n, free.Size(), len(p.sharedIDs))
+	}
+	if p.cfg.FullPCPUsOnly {
+		msg += " (full-pcpus-only: CPUs of partly reserved, isolated or unavailable cores are not counted)"
+	}
+	return fmt.Errorf("%w: %s", ErrInsufficientCPUs, msg)
+}
+
+func (p *Policy) exclusiveReason(req Request, pool PoolKind, cpus cpuset.CPUSet) string {
+	why := "exclusive: Guaranteed with an integer CPU request"
+	switch {
+	case pool == PoolIsolated:
+		why = "isolated: annotated " + string(req.CPU)
+	case req.CPU == CPUIsolatedPrefer:
+		why = "exclusive: annotated prefer-isolated, not enough isolated CPUs free"
+	}
+	return fmt.Sprintf("%s; %s on NUMA nodes {%s}", why, cpuCount(cpus.Size()), joinNodes(p.topo.NodesOfCPUs(cpus)))
+}

@@ -1,0 +1,478 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/topology"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+)
+
+// entry is one live container.
+type entry struct {
+	req   Request
+	pl    Placement
+	group numaMask     // the Memory Manager group, 0 when no memory is accounted
+	held  []NodeMemory // what the container holds of each node's memory
+}
+
+// Policy is the allocation state of one node. Not safe for concurrent use (the plugin serializes).
+type Policy struct {
+	topo *topology.Topology
+	cfg  Config
+	m    *machine
+	tm   *topologyManager
+	mm   *memoryManager
+	opts assignOptions
+
+	available cpuset.CPUSet
+	reserved  cpuset.CPUSet
+	isolated  cpuset.CPUSet // kernel-isolated CPUs the policy may grant
+	// broken are CPUs whose core is not wholly grantable (a sibling is
+	// reserved, isolated or unavailable); full-pcpus-only never grants them.
+	broken        cpuset.CPUSet
+	reservedNS    map[string]bool
+	cpuLessNearby map[int][]int // CPU node -> the CPU-less nodes closest to it
+
+	exclusive    cpuset.CPUSet // union of the exclusive grants
+	isolatedUsed cpuset.CPUSet // union of the isolated grants
+	shared       cpuset.CPUSet
+	containers   map[string]*entry
+	sharedIDs    []string // the shared containers, sorted
+	pods         map[string]*podState
+}
+
+// podState is what the pod scope remembers of a pod.
+type podState struct {
+	containers int
+	affinity   numaMask // the affinity of its first aligned container, 0 until then
+}
+
+// New validates cfg against t and returns a Policy with no containers.
+func New(t *topology.Topology, cfg Config) (*Policy, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%w: no topology", ErrInvalidConfig)
+	}
+	if err := validateOptions(cfg); err != nil {
+		return nil, err
+	}
+	p := &Policy{
+		topo: t, cfg: cfg, m: newMachine(t),
+		opts: assignOptions{spread: cfg.SpreadAcrossCores, alignUncore: cfg.AlignByUncoreCache,
+			distribute: cfg.DistributeAcrossNUMA, fullPCPUsOnly: cfg.FullPCPUsOnly},
+		reservedNS: map[string]bool{},
+		containers: map[string]*entry{},
+		pods:       map[string]*podState{},
+	}
+	for _, ns := range cfg.ReservedNamespaces {
+		p.reservedNS[ns] = true
+	}
+	if err := p.initPools(); err != nil {
+		return nil, err
+	}
+	if err := p.initNUMA(); err != nil {
+		return nil, err
+	}
+	p.shared = p.sharedPool(p.exclusive)
+	if p.shared.IsEmpty() {
+		return nil, fmt.Errorf("%w: no CPU is left for the shared pool: available %q, reserved %q (strict %v), isolated %q",
+			ErrInvalidConfig, p.available, p.reserved, cfg.StrictReservation, p.isolated)
+	}
+	return p, nil
+}
+
+// validateOptions rejects the option combinations the kubelet rejects.
+func validateOptions(cfg Config) error {
+	conflicts := []struct {
+		a, b     bool
+		what     string
+		withWhat string
+	}{
+		{cfg.FullPCPUsOnly, cfg.SpreadAcrossCores, "full-pcpus-only", "spread-across-cores"},
+		{cfg.DistributeAcrossNUMA, cfg.SpreadAcrossCores, "distribute-across-numa", "spread-across-cores"},
+		{cfg.AlignByUncoreCache, cfg.SpreadAcrossCores, "align-by-uncore-cache", "spread-across-cores"},
+		{cfg.AlignByUncoreCache, cfg.DistributeAcrossNUMA, "align-by-uncore-cache", "distribute-across-numa"},
+	}
+	for _, c := range conflicts {
+		if c.a && c.b {
+			return fmt.Errorf("%w: options %s and %s cannot be used together", ErrInvalidConfig, c.what, c.withWhat)
+		}
+	}
+	switch cfg.TopologyPolicy {
+	case "", TopologyNone, TopologyBestEffort, TopologyRestricted, TopologySingleNUMANode:
+	default:
+		return fmt.Errorf("%w: topology policy %q: expected none, best-effort, restricted or single-numa-node", ErrInvalidConfig, cfg.TopologyPolicy)
+	}
+	switch cfg.TopologyScope {
+	case "", ScopeContainer, ScopePod:
+	default:
+		return fmt.Errorf("%w: topology scope %q: expected container or pod", ErrInvalidConfig, cfg.TopologyScope)
+	}
+	if cfg.ReservedCPUCount < 0 {
+		return fmt.Errorf("%w: reserved CPU count %d is negative", ErrInvalidConfig, cfg.ReservedCPUCount)
+	}
+	if !cfg.ReservedCPUs.IsEmpty() && cfg.ReservedCPUCount > 0 {
+		return fmt.Errorf("%w: both reserved CPUs %q and a reserved CPU count %d are set: expected one of them",
+			ErrInvalidConfig, cfg.ReservedCPUs, cfg.ReservedCPUCount)
+	}
+	return nil
+}
+
+func (p *Policy) initPools() error {
+	all := p.topo.CPUs()
+	p.available = all
+	if !p.cfg.AvailableCPUs.IsEmpty() {
+		if extra := p.cfg.AvailableCPUs.Difference(all); !extra.IsEmpty() {
+			return fmt.Errorf("%w: available CPUs %q include %q, which are not CPUs of the machine (%q)",
+				ErrInvalidConfig, p.cfg.AvailableCPUs, extra, all)
+		}
+		p.available = p.cfg.AvailableCPUs
+	}
+	switch {
+	case !p.cfg.ReservedCPUs.IsEmpty():
+		if outside := p.cfg.ReservedCPUs.Difference(p.available); !outside.IsEmpty() {
+			return fmt.Errorf("%w: reserved CPUs %q include %q, outside the available CPUs %q",
+				ErrInvalidConfig, p.cfg.ReservedCPUs, outside, p.available)
+		}
+		p.reserved = p.cfg.ReservedCPUs
+	case p.cfg.ReservedCPUCount > 0:
+		// Like the kubelet: the reserved CPUs are chosen as a grant would be.
+		reserved, err := p.m.takeByTopology(p.available, p.cfg.ReservedCPUCount, p.opts)
+		if err != nil {
+			return fmt.Errorf("%w: reserving %d CPUs out of the available %q: %w",
+				ErrInvalidConfig, p.cfg.ReservedCPUCount, p.available, err)
+		}
+		p.reserved = reserved
+	}
+	p.isolated = p.topo.Isolated().Intersection(p.available).Difference(p.reserved)
+	grantable := p.available.Difference(p.reserved).Difference(p.isolated)
+	for _, core := range p.m.groups[levelCore] {
+		if !core.cpus.IsSubsetOf(grantable) && !core.cpus.IsSubsetOf(p.isolated) {
+			p.broken = p.broken.Union(core.cpus)
+		}
+	}
+	return nil
+}
+
+func (p *Policy) initNUMA() error {
+	tm := &topologyManager{
+		policy:        p.cfg.TopologyPolicy,
+		preferClosest: p.cfg.PreferClosestNUMA,
+		distance: func(a, b int) int {
+			d, _ := p.topo.Distance(a, b)
+			return d
+		},
+	}
+	for _, g := range p.m.groups[levelNode] {
+		if g.id >= 64 {
+			return fmt.Errorf("%w: NUMA node %d: node ids above 63 are not supported", ErrInvalidConfig, g.id)
+		}
+		tm.nodes = append(tm.nodes, g.id)
+		tm.all |= maskOf(g.id)
+	}
+	if tm.policy == TopologyNone || tm.policy == "" {
+		tm.policy = TopologyNone
+	} else if len(tm.nodes) > 16 {
+		return fmt.Errorf("%w: topology policy %q on %d NUMA nodes with CPUs: at most 16 are supported",
+			ErrInvalidConfig, tm.policy, len(tm.nodes))
+	}
+	for node := range p.cfg.ReservedMemory {
+		if _, ok := p.topo.Node(node); !ok {
+			return fmt.Errorf("%w: reserved memory for NUMA node %d, which the machine does not have", ErrInvalidConfig, node)
+		}
+	}
+	p.tm = tm
+	mm, err := newMemoryManager(p.topo, tm, p.cfg.ReservedMemory)
+	if err != nil {
+		return err
+	}
+	p.mm = mm
+	p.cpuLessNearby = map[int][]int{}
+	cpuLess := p.topo.CPULessNodes()
+	for _, n := range tm.nodes {
+		best := -1
+		for _, c := range cpuLess {
+			d, _ := p.topo.Distance(n, c)
+			switch {
+			case best < 0 || d < best:
+				best = d
+				p.cpuLessNearby[n] = []int{c}
+			case d == best:
+				p.cpuLessNearby[n] = append(p.cpuLessNearby[n], c)
+			}
+		}
+	}
+	return nil
+}
+
+// sharedPool is what is left for shared containers given the exclusive grants.
+func (p *Policy) sharedPool(exclusive cpuset.CPUSet) cpuset.CPUSet {
+	pool := p.available.Difference(p.isolated).Difference(exclusive)
+	if p.cfg.StrictReservation {
+		pool = pool.Difference(p.reserved)
+	}
+	return pool
+}
+
+// freeExclusive: the CPUs an exclusive grant may take now.
+func (p *Policy) freeExclusive() cpuset.CPUSet {
+	return p.available.Difference(p.reserved).Difference(p.isolated).Difference(p.exclusive)
+}
+
+func (p *Policy) freeIsolated() cpuset.CPUSet { return p.isolated.Difference(p.isolatedUsed) }
+
+// classify says which pool a request belongs to and how many CPUs it needs.
+// An explicit preference beats the namespace, which beats the static policy.
+func (p *Policy) classify(req Request) (PoolKind, int, error) {
+	wholeCPUs := int((req.CPURequest + 999) / 1000)
+	switch req.CPU {
+	case CPUReserved:
+		return PoolReserved, 0, nil
+	case CPUShared:
+		return PoolShared, 0, nil
+	case CPUIsolatedPrefer, CPUIsolatedRequire:
+		return PoolIsolated, max(1, wholeCPUs), nil
+	case CPUAuto:
+	default:
+		return "", 0, fmt.Errorf("%w: %s: CPU preference %q: expected %q, %q, %q or %q",
+			ErrInvalidRequest, name(req), req.CPU, CPUShared, CPUReserved, CPUIsolatedPrefer, CPUIsolatedRequire)
+	}
+	if p.reservedNS[req.Namespace] {
+		return PoolReserved, 0, nil
+	}
+	if req.QOS == k8s.QOSGuaranteed && req.CPURequest > 0 && req.CPURequest%1000 == 0 {
+		return PoolExclusive, int(req.CPURequest / 1000), nil
+	}
+	return PoolShared, 0, nil
+}
+
+func name(req Request) string {
+	return fmt.Sprintf("container %s/%s/%s", req.Namespace, req.Pod, req.Container)
+}
+
+func validate(req Request) error {
+	switch {
+	case req.ContainerID == "":
+		return fmt.Errorf("%w: %s: no container id", ErrInvalidRequest, name(req))
+	case req.CPURequest < 0 || req.CPULimit < 0 || req.Memory < 0:
+		return fmt.Errorf("%w: %s: negative CPU request %d, CPU limit %d or memory %d",
+			ErrInvalidRequest, name(req), req.CPURequest, req.CPULimit, req.Memory)
+	case req.CPURequest > int64(cpuset.MaxCPU+1)*1000:
+		return fmt.Errorf("%w: %s: CPU request %dm is larger than any machine", ErrInvalidRequest, name(req), req.CPURequest)
+	}
+	for size, bytes := range req.HugePages {
+		if size == 0 || bytes < 0 {
+			return fmt.Errorf("%w: %s: hugepages of %d bytes per page: %d bytes requested", ErrInvalidRequest, name(req), size, bytes)
+		}
+	}
+	return nil
+}
+
+// Allocate places a new container. It returns its placement and every other
+// container whose CPUs or Mems changed. Allocating a known container again
+// resizes it (the same request gives the same placement).
+func (p *Policy) Allocate(req Request) (Placement, []Placement, error) {
+	if _, known := p.containers[req.ContainerID]; known {
+		return p.Resize(req)
+	}
+	if err := validate(req); err != nil {
+		return Placement{}, nil, err
+	}
+	before := p.shared
+	e, err := p.place(req, cpuset.CPUSet{})
+	if err != nil {
+		return Placement{}, nil, err
+	}
+	p.assign(e)
+	return e.pl, p.sharedChanges(before, req.ContainerID), nil
+}
+
+// Resize changes the resources of a known container in place: an exclusive
+// grant keeps what it can of its CPUs; a change of pool moves it. On error
+// the old placement stays intact.
+func (p *Policy) Resize(req Request) (Placement, []Placement, error) {
+	old, known := p.containers[req.ContainerID]
+	if !known {
+		return Placement{}, nil, fmt.Errorf("%w: %s: resize of container %q, which has no placement", ErrUnknownContainer, name(req), req.ContainerID)
+	}
+	if err := validate(req); err != nil {
+		return Placement{}, nil, err
+	}
+	before := p.shared
+	p.unassign(old)
+	keep := cpuset.CPUSet{}
+	if old.pl.Pool == PoolExclusive || old.pl.Pool == PoolIsolated {
+		keep = old.pl.CPUs
+	}
+	e, err := p.place(req, keep)
+	if err != nil {
+		p.assign(old)
+		return Placement{}, nil, fmt.Errorf("resize: %w", err)
+	}
+	p.assign(e)
+	return e.pl, p.sharedChanges(before, req.ContainerID), nil
+}
+
+// Release forgets a container; an unknown id is a no-op. It returns the
+// other containers whose CPUs or Mems changed.
+func (p *Policy) Release(containerID string) []Placement {
+	e, known := p.containers[containerID]
+	if !known {
+		return nil
+	}
+	before := p.shared
+	p.unassign(e)
+	return p.sharedChanges(before, containerID)
+}
+
+// assign records a placed container and its grant.
+func (p *Policy) assign(e *entry) {
+	id := e.pl.ContainerID
+	p.containers[id] = e
+	switch e.pl.Pool {
+	case PoolExclusive:
+		p.exclusive = p.exclusive.Union(e.pl.CPUs)
+	case PoolIsolated:
+		p.isolatedUsed = p.isolatedUsed.Union(e.pl.CPUs)
+	case PoolShared:
+		i, _ := slices.BinarySearch(p.sharedIDs, id)
+		p.sharedIDs = slices.Insert(p.sharedIDs, i, id)
+	}
+	if e.group != 0 {
+		if e.held == nil {
+			e.held = p.mm.take(e.group, requested(e.req))
+		} else { // restored, or put back after a failed resize: exactly what it held
+			p.mm.reclaim(e.group, e.held)
+		}
+	}
+	pod := p.pods[e.pl.PodUID]
+	if pod == nil {
+		pod = &podState{}
+		p.pods[e.pl.PodUID] = pod
+	}
+	pod.containers++
+	if pod.affinity == 0 && e.pl.Pool != PoolShared && e.pl.Pool != PoolReserved && len(e.pl.NUMANodes) > 0 {
+		pod.affinity = maskOf(e.pl.NUMANodes...)
+	}
+	p.shared = p.sharedPool(p.exclusive)
+}
+
+// unassign is the exact inverse of assign.
+func (p *Policy) unassign(e *entry) {
+	id := e.pl.ContainerID
+	delete(p.containers, id)
+	switch e.pl.Pool {
+	case PoolExclusive:
+		p.exclusive = p.exclusive.Difference(e.pl.CPUs)
+	case PoolIsolated:
+		p.isolatedUsed = p.isolatedUsed.Difference(e.pl.CPUs)
+	case PoolShared:
+		if i, found := slices.BinarySearch(p.sharedIDs, id); found {
+			p.sharedIDs = slices.Delete(p.sharedIDs, i, i+1)
+		}
+	}
+	if e.group != 0 {
+		p.mm.give(e.group, e.held)
+	}
+	if pod := p.pods[e.pl.PodUID]; pod != nil {
+		if pod.containers--; pod.containers == 0 {
+			delete(p.pods, e.pl.PodUID)
+		}
+	}
+	p.shared = p.sharedPool(p.exclusive)
+}
+
+// sharedChanges updates the shared containers other than except when the
+// shared pool changed, and returns their new placements.
+func (p *Policy) sharedChanges(before cpuset.CPUSet, except string) []Placement {
+	if p.shared.Equal(before) {
+		return nil
+	}
+	nodes := p.topo.NodesOfCPUs(p.shared)
+	mems := [2]cpuset.CPUSet{p.mems(nodes, false), p.mems(nodes, true)}
+	changed := make([]Placement, 0, len(p.sharedIDs))
+	for _, id := range p.sharedIDs {
+		e := p.containers[id]
+		e.pl.CPUs = p.shared
+		e.pl.Mems = mems[0]
+		if e.req.CPULessMemory {
+			e.pl.Mems = mems[1]
+		}
+		if id != except {
+			changed = append(changed, clonePlacement(e.pl))
+		}
+	}
+	return changed
+}
+
+// mems is cpuset.mems for nodes, with the closest CPU-less nodes if asked.
+func (p *Policy) mems(nodes []int, cpuLess bool) cpuset.CPUSet {
+	all := slices.Clone(nodes)
+	if cpuLess {
+		for _, n := range nodes {
+			all = append(all, p.cpuLessNearby[n]...)
+		}
+	}
+	return cpuset.New(all...)
+}
+
+func clonePlacement(pl Placement) Placement {
+	pl.NUMANodes = slices.Clone(pl.NUMANodes)
+	if pl.HugePages != nil {
+		hp := make(map[uint64]int64, len(pl.HugePages))
+		for k, v := range pl.HugePages {
+			hp[k] = v
+		}
+		pl.HugePages = hp
+	}
+	return pl
+}
+
+// Placement returns the placement of a container.
+func (p *Policy) Placement(containerID string) (Placement, bool) {
+	e, ok := p.containers[containerID]
+	if !ok {
+		return Placement{}, false
+	}
+	return clonePlacement(e.pl), true
+}
+
+// Placements returns every placement, sorted by container id.
+func (p *Policy) Placements() []Placement {
+	ids := p.sortedIDs()
+	out := make([]Placement, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, clonePlacement(p.containers[id].pl))
+	}
+	return out
+}
+
+func (p *Policy) sortedIDs() []string {
+	ids := make([]string, 0, len(p.containers))
+	for id := range p.containers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// SharedCPUs returns the shared pool.
+func (p *Policy) SharedCPUs() cpuset.CPUSet { return p.shared }
+
+// cpuCount renders a number of CPUs for messages.
+func cpuCount(n int) string {
+	if n == 1 {
+		return "1 CPU"
+	}
+	return fmt.Sprintf("%d CPUs", n)
+}
+
+func joinNodes(nodes []int) string {
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprint(n)
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,199 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
+)
+
+// randomConfigs are the configurations the random sequences run under.
+func randomConfigs() map[string]Config {
+	return map[string]Config{
+		"default":               {ReservedCPUCount: 1, ReservedNamespaces: []string{"kube-system"}},
+		"full-pcpus-restricted": {ReservedCPUCount: 2, FullPCPUsOnly: true, TopologyPolicy: TopologyRestricted},
+		"distribute-best-effort-pod": {ReservedCPUCount: 1, DistributeAcrossNUMA: true, TopologyPolicy: TopologyBestEffort,
+			TopologyScope: ScopePod, StrictReservation: true},
+		"uncore-single-numa-closest": {ReservedCPUCount: 1, AlignByUncoreCache: true, TopologyPolicy: TopologySingleNUMANode,
+			PreferClosestNUMA: true},
+		"spread-restricted-closest": {SpreadAcrossCores: true, TopologyPolicy: TopologyRestricted, PreferClosestNUMA: true},
+	}
+}
+
+// randomRequest makes a container of any kind, sized for a machine of n CPUs.
+func randomRequest(rng *rand.Rand, id string, pods []string, n int) Request {
+	pod := pods[rng.IntN(len(pods))]
+	req := Request{ContainerID: id, PodUID: pod, Namespace: "default", Pod: pod, Container: id}
+	switch rng.IntN(8) {
+	case 0, 1, 2:
+		req.QOS = k8s.QOSGuaranteed
+		req.CPURequest = int64(1+rng.IntN(max(1, n/4))) * 1000
+		req.Memory = int64(rng.IntN(3)) * gib
+	case 3:
+		req.QOS = k8s.QOSGuaranteed
+		req.CPURequest = int64(100 + rng.IntN(1900))
+	case 4:
+		req.QOS = k8s.QOSBestEffort
+	case 5:
+		req.QOS = k8s.QOSGuaranteed
+		req.CPURequest = 2000
+		req.CPU = []CPUPreference{CPUShared, CPUReserved, CPUIsolatedPrefer, CPUIsolatedRequire}[rng.IntN(4)]
+	case 6:
+		req.QOS = k8s.QOSBurstable
+		req.CPURequest = int64(rng.IntN(4000))
+		req.Namespace = "kube-system"
+	default:
+		req.QOS = k8s.QOSBurstable
+		req.CPURequest = int64(rng.IntN(4000))
+		req.CPULessMemory = rng.IntN(2) == 0
+	}
+	if rng.IntN(5) == 0 {
+		req.Devices = []Device{{ID: "pci dev", NUMANode: rng.IntN(4) - 1}}
+	}
+	return req
+}
+
+// TestRandomSequences drives every fixture under every configuration through
+// long seeded sequences of creates, resizes, releases and restarts, checking
+// the invariants after each step and that a restart moves nothing.
+func TestRandomSequences(t *testing.T) {
+	steps := 400
+	if testing.Short() {
+		steps = 100
+	}
+	configs := randomConfigs()
+	for _, name := range allFixtures {
+		topo := fixture(t, name)
+		for _, cfgName := range slices.Sorted(maps.Keys(configs)) {
+			cfg := configs[cfgName]
+			t.Run(name+"/"+cfgName, func(t *testing.T) {
+				h := fnv.New64a()
+				h.Write([]byte(name + "/" + cfgName))
+				seed := h.Sum64()
+				t.Logf("seed %d", seed)
+				rng := rand.New(rand.NewPCG(seed, 42))
+				p, err := New(topo, cfg)
+				if err != nil {
+					t.Skipf("configuration does not fit the machine: %v", err)
+				}
+				n := topo.CPUs().Size()
+				grantable := p.freeExclusive().Difference(p.broken).Size() > 0
+				pods := ids("pod", 6)
+				live := map[string]Request{}
+				next, grants, restarts := 0, 0, 0
+				for step := range steps {
+					what := rng.IntN(10)
+					switch {
+					case what < 5 || len(live) == 0:
+						id := fmt.Sprintf("c%04d", next)
+						next++
+						req := randomRequest(rng, id, pods, n)
+						before := p.Placements()
+						pl, changed, err := p.Allocate(req)
+						if err != nil {
+							assert.Equal(t, before, p.Placements(), "step %d: a failed allocation changed the state", step)
+							continue
+						}
+						live[id] = req
+						if pl.Pool == PoolExclusive || pl.Pool == PoolIsolated {
+							grants++
+						}
+						assert.Equal(t, id, pl.ContainerID)
+						assertChangedAreCurrent(t, p, changed)
+					case what < 7:
+						id := pick(rng, live)
+						req := randomRequest(rng, id, pods, n)
+						req.PodUID, req.Pod = live[id].PodUID, live[id].Pod
+						before, _ := p.Placement(id)
+						pl, changed, err := p.Resize(req)
+						if err != nil {
+							after, _ := p.Placement(id)
+							assert.Equal(t, before, after, "step %d: a failed resize changed the placement", step)
+							continue
+						}
+						live[id] = req
+						if before.Pool == PoolExclusive && pl.Pool == PoolExclusive && req.CPU == CPUAuto {
+							kept := before.CPUs.Intersection(pl.CPUs).Size()
+							assert.Equal(t, min(before.CPUs.Size(), pl.CPUs.Size()), kept, "step %d: resize moved CPUs it could keep", step)
+						}
+						assertChangedAreCurrent(t, p, changed)
+					case what < 9:
+						id := pick(rng, live)
+						changed := p.Release(id)
+						delete(live, id)
+						_, found := p.Placement(id)
+						assert.False(t, found)
+						assertChangedAreCurrent(t, p, changed)
+					default:
+						p = restart(t, p, topo, cfg)
+						restarts++
+					}
+					require.NoError(t, p.Check(), "step %d", step)
+				}
+				if grantable {
+					assert.Positive(t, grants, "no exclusive grant was made")
+				}
+				assert.Positive(t, restarts, "no restart happened")
+				for id := range live {
+					p.Release(id)
+				}
+				require.NoError(t, p.Check())
+				assert.Empty(t, p.Placements())
+				assert.Equal(t, p.sharedPool(p.exclusive), p.SharedCPUs())
+			})
+		}
+	}
+}
+
+func pick(rng *rand.Rand, live map[string]Request) string {
+	keys := make([]string, 0, len(live))
+	for k := range live {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys[rng.IntN(len(keys))]
+}
+
+// assertChangedAreCurrent: the placements reported as changed are the live ones.
+func assertChangedAreCurrent(t *testing.T, p *Policy, changed []Placement) {
+	t.Helper()
+	for _, c := range changed {
+		cur, ok := p.Placement(c.ContainerID)
+		if assert.True(t, ok) {
+			assert.Equal(t, cur, c)
+		}
+	}
+}
+
+// restart snapshots p through JSON, restores it into a fresh Policy with
+// every container running where it was placed, and checks nothing moved.
+func restart(t *testing.T, p *Policy, _ any, cfg Config) *Policy {
+	t.Helper()
+	data, err := json.Marshal(p.Snapshot())
+	require.NoError(t, err)
+	var saved Snapshot
+	require.NoError(t, json.Unmarshal(data, &saved))
+	require.Equal(t, p.Snapshot(), saved, "snapshot does not round-trip through JSON")
+	var running []Running
+	for _, s := range saved.Containers {
+		running = append(running, Running{Request: s.Request, CPUs: s.Placement.CPUs, Mems: s.Placement.Mems})
+	}
+	fresh := newPolicy(t, p.topo, cfg)
+	report := fresh.Restore(saved, running)
+	assert.Empty(t, report.Replaced, "restart replaced containers")
+	assert.Empty(t, report.Updates, "restart moved containers")
+	assert.Empty(t, report.Adopted)
+	assert.Empty(t, report.Dropped)
+	assert.Len(t, report.Kept, len(running))
+	assert.Equal(t, p.Placements(), fresh.Placements(), "restart changed placements")
+	assert.Equal(t, p.Usage(), fresh.Usage())
+	return fresh
+}

@@ -1,0 +1,337 @@
+package policy
+
+// Snapshot and Restore: after the plugin or the runtime restarts, the state
+// is rebuilt from the checkpoint and what the containers actually run on,
+// without moving any container whose placement is still consistent.
+//
+// Restore goes in three passes, each in container id order so that conflicts
+// resolve the same way every time: first the checkpointed containers that
+// still run where the checkpoint says (kept), then the containers the
+// checkpoint does not know, where they run (adopted), and last everything
+// that could be neither, placed anew (replaced). Exclusive and isolated
+// grants go before shared ones within each pass, so that a shared container
+// never holds a CPU a grant needs.
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+)
+
+// Snapshot returns the durable state: every container's request, placement
+// and memory accounting, sorted by container id.
+func (p *Policy) Snapshot() Snapshot {
+	ids := p.sortedIDs()
+	s := Snapshot{Containers: make([]SavedContainer, 0, len(ids))}
+	for _, id := range ids {
+		e := p.containers[id]
+		saved := SavedContainer{Request: cloneRequest(e.req), Placement: clonePlacement(e.pl)}
+		if e.group != 0 {
+			saved.MemoryNodes = e.group.nodes()
+			saved.Memory = slices.Clone(e.held)
+			sortHeld(saved.Memory)
+		}
+		s.Containers = append(s.Containers, saved)
+	}
+	return s
+}
+
+func cloneRequest(r Request) Request {
+	r.Devices = slices.Clone(r.Devices)
+	if r.HugePages != nil {
+		r.HugePages = clonePlacement(Placement{HugePages: r.HugePages}).HugePages
+	}
+	return r
+}
+
+// Restore replaces the state by the saved one, reconciled with the running
+// containers, and reports what it kept, adopted, replaced and dropped.
+func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
+	p.reset()
+	runs := slices.Clone(running)
+	slices.SortFunc(runs, func(a, b Running) int {
+		return cmpRank(p, a, b)
+	})
+	byID := map[string]SavedContainer{}
+	for _, s := range saved.Containers {
+		byID[s.Placement.ContainerID] = s
+	}
+	var report RestoreReport
+	isRunning := map[string]bool{}
+	var anew []Running
+	reasons := map[string]string{}
+	sharedRunning := 0
+	for _, r := range runs {
+		isRunning[r.Request.ContainerID] = true
+		if pool, _, err := p.classify(r.Request); err == nil && (pool == PoolShared || pool == PoolReserved && p.reserved.IsEmpty()) {
+			sharedRunning++
+		}
+	}
+	for _, pass := range []bool{true, false} {
+		for _, r := range runs {
+			s, known := byID[r.Request.ContainerID]
+			if known != pass {
+				continue
+			}
+			var e *entry
+			var err error
+			if known {
+				e, err = p.fromCheckpoint(r, s, sharedRunning)
+			} else {
+				e, err = p.fromRunning(r, sharedRunning)
+			}
+			if err != nil {
+				anew = append(anew, r)
+				reasons[r.Request.ContainerID] = err.Error()
+				continue
+			}
+			p.assign(e)
+			if known {
+				report.Kept = append(report.Kept, r.Request.ContainerID)
+			} else {
+				report.Adopted = append(report.Adopted, r.Request.ContainerID)
+			}
+		}
+	}
+	replaced := map[string]bool{}
+	for _, r := range anew {
+		pl := p.placeAnew(r.Request, reasons[r.Request.ContainerID])
+		report.Replaced = append(report.Replaced, pl)
+		replaced[r.Request.ContainerID] = true
+	}
+	for _, s := range saved.Containers {
+		if !isRunning[s.Placement.ContainerID] {
+			report.Dropped = append(report.Dropped, s.Placement.ContainerID)
+		}
+	}
+	slices.Sort(report.Dropped)
+	p.refreshShared()
+	for _, r := range runs {
+		e, tracked := p.containers[r.Request.ContainerID]
+		if !tracked {
+			continue
+		}
+		if replaced[r.Request.ContainerID] || differs(r.CPUs, e.pl.CPUs, e.pl.Pool) || differs(r.Mems, e.pl.Mems, e.pl.Pool) {
+			report.Updates = append(report.Updates, clonePlacement(e.pl))
+		}
+	}
+	for i, pl := range report.Replaced {
+		if e, ok := p.containers[pl.ContainerID]; ok {
+			reason := pl.Reason
+			report.Replaced[i] = clonePlacement(e.pl)
+			report.Replaced[i].Reason = reason
+		}
+	}
+	return report
+}
+
+// differs reports whether a container must be updated: what it runs on is
+// known and not its placement, or unknown and it shares a pool that may have
+// changed.
+func differs(actual, placed cpuset.CPUSet, pool PoolKind) bool {
+	if actual.IsEmpty() {
+		return pool == PoolShared || pool == PoolReserved
+	}
+	return !actual.Equal(placed)
+}
+
+// cmpRank orders grants before shared containers, then by container id.
+func cmpRank(p *Policy, a, b Running) int {
+	rank := func(r Running) int {
+		pool, _, err := p.classify(r.Request)
+		if err == nil && (pool == PoolExclusive || pool == PoolIsolated) {
+			return 0
+		}
+		return 1
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra - rb
+	}
+	switch {
+	case a.Request.ContainerID < b.Request.ContainerID:
+		return -1
+	case a.Request.ContainerID > b.Request.ContainerID:
+		return 1
+	}
+	return 0
+}
+
+// reset forgets every container.
+func (p *Policy) reset() {
+	p.exclusive, p.isolatedUsed = cpuset.CPUSet{}, cpuset.CPUSet{}
+	p.containers = map[string]*entry{}
+	p.sharedIDs = nil
+	p.pods = map[string]*podState{}
+	p.mm, _ = newMemoryManager(p.topo, p.tm, p.cfg.ReservedMemory) // validated by New
+	p.shared = p.sharedPool(p.exclusive)
+}
+
+// refreshShared sets every shared container to the final shared pool.
+func (p *Policy) refreshShared() {
+	nodes := p.topo.NodesOfCPUs(p.shared)
+	for _, id := range p.sharedIDs {
+		e := p.containers[id]
+		e.pl.CPUs = p.shared
+		e.pl.Mems = p.mems(nodes, e.req.CPULessMemory)
+	}
+}
+
+// fromCheckpoint rebuilds a checkpointed container if the checkpoint still
+// holds: same pool and size for its request, running on the recorded CPUs,
+// which are free, and its memory accountable as recorded.
+func (p *Policy) fromCheckpoint(r Running, s SavedContainer, sharedRunning int) (*entry, error) {
+	req := r.Request
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	pool, n, err := p.classify(req)
+	if err != nil {
+		return nil, err
+	}
+	pl := clonePlacement(s.Placement)
+	pl.PodUID = req.PodUID
+	switch {
+	case pl.Pool == pool:
+	case pool == PoolIsolated && req.CPU == CPUIsolatedPrefer && pl.Pool == PoolExclusive:
+	case pool == PoolReserved && p.reserved.IsEmpty() && pl.Pool == PoolShared:
+	default:
+		return nil, fmt.Errorf("checkpointed in the %s pool, its request now belongs in the %s pool", pl.Pool, pool)
+	}
+	e := &entry{req: req, pl: pl}
+	switch pl.Pool {
+	case PoolShared, PoolReserved:
+		e.pl.CPUs = p.shared
+		if pl.Pool == PoolReserved {
+			e.pl.CPUs = p.reserved
+		}
+		e.pl.Mems = p.mems(p.topo.NodesOfCPUs(e.pl.CPUs), req.CPULessMemory)
+		return e, nil
+	}
+	if !r.CPUs.IsEmpty() && !r.CPUs.Equal(pl.CPUs) {
+		return nil, fmt.Errorf("checkpointed on CPUs %q, running on %q", pl.CPUs, r.CPUs)
+	}
+	if err := p.checkGrant(pl.Pool, n, pl.CPUs, sharedRunning); err != nil {
+		return nil, err
+	}
+	if len(s.MemoryNodes) > 0 || len(s.Memory) > 0 {
+		e.group = maskOf(s.MemoryNodes...)
+		e.held = slices.Clone(s.Memory)
+		if err := p.checkMemory(req, e.group, e.held); err != nil {
+			return nil, err
+		}
+	} else if req.QOS == "Guaranteed" && len(requested(req)) > 0 {
+		return nil, fmt.Errorf("its memory is not in the checkpoint")
+	}
+	return e, nil
+}
+
+// fromRunning adopts a container the checkpoint does not know where it runs,
+// if that is consistent: a grant on free CPUs of the right pool and size,
+// memory that fits on its nodes.
+func (p *Policy) fromRunning(r Running, sharedRunning int) (*entry, error) {
+	req := r.Request
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	pool, n, err := p.classify(req)
+	if err != nil {
+		return nil, err
+	}
+	if pool == PoolIsolated && !r.CPUs.IsEmpty() && !r.CPUs.IsSubsetOf(p.isolated) && req.CPU == CPUIsolatedPrefer {
+		pool = PoolExclusive
+	}
+	switch pool {
+	case PoolShared:
+		return p.placeShared(req, "shared: adopted after a restart")
+	case PoolReserved:
+		return p.place(req, cpuset.CPUSet{})
+	}
+	if r.CPUs.IsEmpty() {
+		return nil, fmt.Errorf("its CPUs are unknown")
+	}
+	if err := p.checkGrant(pool, n, r.CPUs, sharedRunning); err != nil {
+		return nil, err
+	}
+	e := p.newEntry(req, pool, r.CPUs, 0, fmt.Sprintf("%s: adopted after a restart where it runs; %s", pool, cpuCount(n)))
+	if mem := requested(req); req.QOS == "Guaranteed" && len(mem) > 0 {
+		nodes := p.topo.NodesOfCPUs(r.CPUs)
+		if !r.Mems.IsEmpty() {
+			nodes = nil
+			for _, n := range r.Mems.List() {
+				if p.mm.nodes[n] != nil {
+					nodes = append(nodes, n)
+				}
+			}
+		}
+		group := maskOf(nodes...)
+		if !p.mm.canGroup(group) {
+			return nil, fmt.Errorf("its memory nodes {%s} overlap another memory group", group)
+		}
+		for res, size := range mem {
+			if p.mm.sum(group, res, freeOf) < size {
+				return nil, fmt.Errorf("%s: %d bytes do not fit on NUMA nodes {%s}", res, size, group)
+			}
+		}
+		e.group = group
+		e.pl.Mems = p.mems(nodes, req.CPULessMemory)
+		e.pl.Memory = req.Memory
+		e.pl.HugePages = cloneRequest(req).HugePages
+	}
+	return e, nil
+}
+
+// checkGrant reports why cpus cannot be granted again as a pool's n CPUs.
+func (p *Policy) checkGrant(pool PoolKind, n int, cpus cpuset.CPUSet, sharedRunning int) error {
+	if cpus.Size() != n {
+		return fmt.Errorf("holds %s, its request is for %s", cpuCount(cpus.Size()), cpuCount(n))
+	}
+	free := p.freeExclusive()
+	if pool == PoolIsolated {
+		free = p.freeIsolated()
+	}
+	if !cpus.IsSubsetOf(free) {
+		return fmt.Errorf("%s CPUs %q are not free in the %s pool (taken, reserved, isolated or unavailable: %q)",
+			pool, cpus, pool, cpus.Difference(free))
+	}
+	if pool == PoolExclusive && sharedRunning > 0 && p.sharedPool(p.exclusive.Union(cpus)).IsEmpty() {
+		return fmt.Errorf("CPUs %q would leave no CPU for %d shared containers", cpus, sharedRunning)
+	}
+	return nil
+}
+
+func (p *Policy) checkMemory(req Request, group numaMask, held []NodeMemory) error {
+	want := map[memoryResource]uint64{}
+	if req.QOS == "Guaranteed" {
+		want = requested(req)
+	}
+	got := map[memoryResource]uint64{}
+	for _, h := range held {
+		got[memoryResource(h.PageSize)] += h.Bytes
+	}
+	for r := range want {
+		if want[r] != got[r] {
+			return fmt.Errorf("%s: holds %d bytes, requests %d", r, got[r], want[r])
+		}
+	}
+	for r := range got {
+		if want[r] != got[r] {
+			return fmt.Errorf("%s: holds %d bytes, requests %d", r, got[r], want[r])
+		}
+	}
+	return p.mm.checkHeld(group, held)
+}
+
+// placeAnew places a container that could not be kept or adopted. When even
+// that fails it stays out of the state, reported with the reason.
+func (p *Policy) placeAnew(req Request, why string) Placement {
+	e, err := p.place(req, cpuset.CPUSet{})
+	if err != nil {
+		return Placement{ContainerID: req.ContainerID, PodUID: req.PodUID,
+			Reason: fmt.Sprintf("not restored (%s) and cannot be placed: %v", why, err)}
+	}
+	p.assign(e)
+	pl := clonePlacement(e.pl)
+	pl.Reason = fmt.Sprintf("placed anew after a restart (%s): %s", why, e.pl.Reason)
+	return pl
+}

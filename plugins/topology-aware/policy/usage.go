@@ -1,0 +1,69 @@
+package policy
+
+// Usage reports, per NUMA node and pool, the CPUs and memory the pools have,
+// grant and leave free, for metrics. Rows come by node, then pool.
+func (p *Policy) Usage() []NodeUsage {
+	var rows []NodeUsage
+	requests := map[PoolKind]int64{}
+	for _, e := range p.containers {
+		if e.pl.Pool == PoolShared || e.pl.Pool == PoolReserved {
+			requests[e.pl.Pool] += e.req.CPURequest
+		}
+	}
+	pools := []struct {
+		kind     PoolKind
+		capacity func(node int) int
+	}{
+		{PoolShared, func(n int) int { return p.shared.Intersection(p.topo.CPUsOfNode(n)).Size() }},
+		{PoolReserved, func(n int) int { return p.reserved.Intersection(p.topo.CPUsOfNode(n)).Size() }},
+		{PoolExclusive, func(n int) int {
+			return p.available.Difference(p.reserved).Difference(p.isolated).Intersection(p.topo.CPUsOfNode(n)).Size()
+		}},
+		{PoolIsolated, func(n int) int { return p.isolated.Intersection(p.topo.CPUsOfNode(n)).Size() }},
+	}
+	for _, node := range p.topo.Nodes() {
+		nodeCPUs := p.topo.CPUsOfNode(node)
+		for _, pool := range pools {
+			row := NodeUsage{Node: node, Pool: pool.kind, CapacityCPUs: pool.capacity(node)}
+			for _, e := range p.containers {
+				if e.pl.Pool == pool.kind && (!e.pl.CPUs.Intersection(nodeCPUs).IsEmpty() || e.group.has(node)) {
+					row.Containers++
+				}
+			}
+			switch pool.kind {
+			case PoolExclusive, PoolIsolated:
+				used := p.exclusive
+				if pool.kind == PoolIsolated {
+					used = p.isolatedUsed
+				}
+				granted := used.Intersection(nodeCPUs).Size()
+				row.GrantedMilliCPU = int64(granted) * 1000
+				row.FreeCPUs = row.CapacityCPUs - granted
+			default:
+				if total := p.poolSize(pool.kind); total > 0 {
+					row.GrantedMilliCPU = requests[pool.kind] * int64(row.CapacityCPUs) / int64(total)
+				}
+				row.FreeCPUs = row.CapacityCPUs
+			}
+			if pool.kind == PoolExclusive {
+				if n := p.mm.nodes[node]; n != nil {
+					row.MemoryCapacity = n.allocatable[0]
+					row.MemoryFree = n.free[0]
+					row.MemoryGranted = n.allocatable[0] - n.free[0]
+				}
+			}
+			if nodeCPUs.IsEmpty() && pool.kind != PoolExclusive {
+				continue
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+func (p *Policy) poolSize(kind PoolKind) int {
+	if kind == PoolReserved {
+		return p.reserved.Size()
+	}
+	return p.shared.Size()
+}
