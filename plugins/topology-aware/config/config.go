@@ -1,0 +1,254 @@
+// Package config turns the topology-aware plugin's YAML configuration into a
+// policy.Config: decoded strictly (an unknown key is an error naming it),
+// every value checked on its own here, and the whole checked against the
+// machine by policy.New (reserved CPUs outside the available ones, options
+// that exclude each other, nodes that do not exist, ...).
+//
+// The keys, their defaults and examples are documented in the plugin's
+// README.md; File below is the authoritative list.
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/topology"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+)
+
+// DefaultReservedNamespaces run on the reserved CPUs unless configured
+// otherwise, as the kubelet's reserved-cpus serve system daemons.
+var DefaultReservedNamespaces = []string{"kube-system"}
+
+// The names of the options key, each switching on one policy.Config flag.
+const (
+	OptionFullPCPUsOnly        = "full-pcpus-only"
+	OptionDistributeAcrossNUMA = "distribute-across-numa"
+	OptionSpreadAcrossCores    = "spread-across-cores"
+	OptionAlignByUncoreCache   = "align-by-uncore-cache"
+	OptionStrictReservation    = "strict-reservation"
+)
+
+// options maps every option name to the flag it sets.
+var options = map[string]func(*policy.Config){
+	OptionFullPCPUsOnly:        func(c *policy.Config) { c.FullPCPUsOnly = true },
+	OptionDistributeAcrossNUMA: func(c *policy.Config) { c.DistributeAcrossNUMA = true },
+	OptionSpreadAcrossCores:    func(c *policy.Config) { c.SpreadAcrossCores = true },
+	OptionAlignByUncoreCache:   func(c *policy.Config) { c.AlignByUncoreCache = true },
+	OptionStrictReservation:    func(c *policy.Config) { c.StrictReservation = true },
+}
+
+// Options lists the option names, sorted.
+func Options() []string {
+	names := make([]string, 0, len(options))
+	for name := range options {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// File is the YAML document, key by key.
+type File struct {
+	// AvailableCPUs limits the CPUs the plugin hands out (kernel list
+	// syntax, "0-63"); empty: every online CPU.
+	AvailableCPUs CPUList `yaml:"available-cpus"`
+	// ReservedCPUs are the reserved CPUs by id ("0,32"). Exclusive with
+	// ReservedCPUCount: a bare "2" would otherwise be ambiguous between
+	// "CPU 2" and "two CPUs".
+	ReservedCPUs CPUList `yaml:"reserved-cpus"`
+	// ReservedCPUCount reserves this many CPUs, chosen topology-first from
+	// the lowest ids, like the kubelet's --kube-reserved cpu.
+	ReservedCPUCount int `yaml:"reserved-cpu-count"`
+	// ReservedNamespaces are the namespaces whose pods run on the reserved
+	// CPUs. Default: kube-system; an empty list means none.
+	ReservedNamespaces []string `yaml:"reserved-namespaces"`
+	// Options switch on allocation options by name (see Options).
+	Options []string `yaml:"options"`
+	// TopologyPolicy is the Topology Manager policy: none (default),
+	// best-effort, restricted or single-numa-node.
+	TopologyPolicy string `yaml:"topology-policy"`
+	// TopologyScope is container (default) or pod.
+	TopologyScope string `yaml:"topology-scope"`
+	// PreferClosestNUMANodes prefers, among equally narrow NUMA affinities,
+	// the one whose nodes are closest by distance.
+	PreferClosestNUMANodes bool `yaml:"prefer-closest-numa-nodes"`
+	// ReservedMemory keeps memory back from the Memory Manager's accounting
+	// per NUMA node: node id -> quantity ("1Gi").
+	ReservedMemory map[string]string `yaml:"reserved-memory"`
+}
+
+// CPUList is a CPU list in kernel syntax. It must be written as a YAML
+// string when it is a single id: `reserved-cpus: 2` is refused because
+// people write it meaning "two CPUs" (that is reserved-cpu-count).
+type CPUList struct {
+	Set cpuset.CPUSet
+	raw string
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (l *CPUList) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: expected a CPU list such as \"0-3,8\", got a YAML %s", node.Line, kindName(node.Kind))
+	}
+	if node.Tag == "!!int" {
+		return fmt.Errorf("line %d: %s is a YAML number: write it quoted (%q) for CPU %s, or use reserved-cpu-count for a number of CPUs",
+			node.Line, node.Value, node.Value, node.Value)
+	}
+	set, err := cpuset.Parse(node.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: expected a CPU list such as \"0-3,8\": %w", node.Line, err)
+	}
+	l.Set, l.raw = set, node.Value
+	return nil
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "sequence"
+	case yaml.AliasNode:
+		return "alias"
+	default:
+		return "document"
+	}
+}
+
+// Defaults returns the File that an empty configuration means.
+func Defaults() File {
+	return File{ReservedNamespaces: slices.Clone(DefaultReservedNamespaces)}
+}
+
+// Parse decodes data (from source, for messages) strictly over the defaults
+// and checks every value on its own. It does not know the machine: Load does.
+func Parse(data []byte, source string) (policy.Config, error) {
+	f := Defaults()
+	if err := plugin.DecodeConfig(data, source, &f); err != nil {
+		return policy.Config{}, err
+	}
+	cfg, err := f.policyConfig()
+	if err != nil {
+		return policy.Config{}, fmt.Errorf("config %s: %w", source, err)
+	}
+	return cfg, nil
+}
+
+// Load is Parse followed by the policy's own validation against t.
+func Load(data []byte, source string, t *topology.Topology) (policy.Config, error) {
+	cfg, err := Parse(data, source)
+	if err != nil {
+		return policy.Config{}, err
+	}
+	if _, err := policy.New(t, cfg); err != nil {
+		return policy.Config{}, fmt.Errorf("config %s: %w", source, err)
+	}
+	return cfg, nil
+}
+
+// policyConfig checks each key and builds the policy's configuration.
+func (f File) policyConfig() (policy.Config, error) {
+	cfg := policy.Config{
+		AvailableCPUs:      f.AvailableCPUs.Set,
+		ReservedCPUs:       f.ReservedCPUs.Set,
+		ReservedCPUCount:   f.ReservedCPUCount,
+		PreferClosestNUMA:  f.PreferClosestNUMANodes,
+		ReservedNamespaces: f.ReservedNamespaces,
+	}
+	if f.ReservedCPUCount < 0 {
+		return cfg, fmt.Errorf("reserved-cpu-count: %d: expected a number of CPUs >= 0", f.ReservedCPUCount)
+	}
+	if f.ReservedCPUCount > 0 && !f.ReservedCPUs.Set.IsEmpty() {
+		return cfg, fmt.Errorf("reserved-cpus %q and reserved-cpu-count %d are both set: expected one of them",
+			f.ReservedCPUs.raw, f.ReservedCPUCount)
+	}
+	seen := map[string]bool{}
+	for _, ns := range f.ReservedNamespaces {
+		if strings.TrimSpace(ns) == "" {
+			return cfg, fmt.Errorf("reserved-namespaces: empty name: expected namespace names such as kube-system")
+		}
+		if seen[ns] {
+			return cfg, fmt.Errorf("reserved-namespaces: %q is listed twice", ns)
+		}
+		seen[ns] = true
+	}
+	if err := applyOptions(&cfg, f.Options); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.TopologyPolicy, err = oneOf("topology-policy", f.TopologyPolicy, policy.TopologyNone,
+		policy.TopologyNone, policy.TopologyBestEffort, policy.TopologyRestricted, policy.TopologySingleNUMANode); err != nil {
+		return cfg, err
+	}
+	if cfg.TopologyScope, err = oneOf("topology-scope", f.TopologyScope, policy.ScopeContainer,
+		policy.ScopeContainer, policy.ScopePod); err != nil {
+		return cfg, err
+	}
+	if cfg.ReservedMemory, err = reservedMemory(f.ReservedMemory); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func applyOptions(cfg *policy.Config, names []string) error {
+	seen := map[string]bool{}
+	for _, name := range names {
+		set, ok := options[name]
+		if !ok {
+			return fmt.Errorf("options: unknown option %q: expected any of %s", name, strings.Join(Options(), ", "))
+		}
+		if seen[name] {
+			return fmt.Errorf("options: %q is listed twice", name)
+		}
+		seen[name] = true
+		set(cfg)
+	}
+	return nil
+}
+
+// oneOf checks an enumerated key; empty means def.
+func oneOf[T ~string](key, value string, def T, allowed ...T) (T, error) {
+	if value == "" {
+		return def, nil
+	}
+	if slices.Contains(allowed, T(value)) {
+		return T(value), nil
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	return "", fmt.Errorf("%s: %q: expected one of %s", key, value, strings.Join(names, ", "))
+}
+
+// reservedMemory parses node id -> quantity.
+func reservedMemory(in map[string]string) (map[int]uint64, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[int]uint64, len(in))
+	for key, value := range in {
+		node, err := strconv.Atoi(key)
+		if err != nil || node < 0 {
+			return nil, fmt.Errorf("reserved-memory: key %q: expected a NUMA node id (0, 1, ...)", key)
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil || q.Sign() < 0 {
+			return nil, fmt.Errorf("reserved-memory: node %d: %q: expected a non-negative quantity such as 512Mi or 2Gi", node, value)
+		}
+		bytes, ok := q.AsInt64()
+		if !ok {
+			return nil, fmt.Errorf("reserved-memory: node %d: %q: expected a whole number of bytes below 8Ei", node, value)
+		}
+		out[node] = uint64(bytes)
+	}
+	return out, nil
+}

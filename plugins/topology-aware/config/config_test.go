@@ -1,0 +1,197 @@
+package config
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/topology"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/common/topology/sysfs"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+)
+
+func fixture(t *testing.T, name string) *topology.Topology {
+	t.Helper()
+	topo, err := sysfs.Discover(filepath.Join("..", "..", "..", "common", "topology", "testdata", name, "sysfs"))
+	require.NoError(t, err)
+	return topo
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want policy.Config
+	}{
+		{
+			name: "empty means the defaults",
+			yaml: "",
+			want: policy.Config{
+				ReservedNamespaces: []string{"kube-system"},
+				TopologyPolicy:     policy.TopologyNone,
+				TopologyScope:      policy.ScopeContainer,
+			},
+		},
+		{
+			name: "every key",
+			yaml: `
+available-cpus: "0-39"
+reserved-cpus: "0,20"
+reserved-namespaces: [kube-system, monitoring]
+options: [full-pcpus-only, distribute-across-numa, spread-across-cores, align-by-uncore-cache, strict-reservation]
+topology-policy: single-numa-node
+topology-scope: pod
+prefer-closest-numa-nodes: true
+reserved-memory:
+  0: 1Gi
+  2: "536870912"
+`,
+			want: policy.Config{
+				AvailableCPUs:        cpuset.Range(0, 39),
+				ReservedCPUs:         cpuset.New(0, 20),
+				ReservedNamespaces:   []string{"kube-system", "monitoring"},
+				FullPCPUsOnly:        true,
+				DistributeAcrossNUMA: true,
+				SpreadAcrossCores:    true,
+				AlignByUncoreCache:   true,
+				StrictReservation:    true,
+				TopologyPolicy:       policy.TopologySingleNUMANode,
+				TopologyScope:        policy.ScopePod,
+				PreferClosestNUMA:    true,
+				ReservedMemory:       map[int]uint64{0: 1 << 30, 2: 512 << 20},
+			},
+		},
+		{
+			name: "a count of reserved CPUs, no reserved namespaces",
+			yaml: "reserved-cpu-count: 2\nreserved-namespaces: []\n",
+			want: policy.Config{
+				ReservedCPUCount:   2,
+				ReservedNamespaces: []string{},
+				TopologyPolicy:     policy.TopologyNone,
+				TopologyScope:      policy.ScopeContainer,
+			},
+		},
+		{
+			name: "a single reserved CPU written as a string",
+			yaml: `reserved-cpus: "2"`,
+			want: policy.Config{
+				ReservedCPUs:       cpuset.New(2),
+				ReservedNamespaces: []string{"kube-system"},
+				TopologyPolicy:     policy.TopologyNone,
+				TopologyScope:      policy.ScopeContainer,
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse([]byte(tc.yaml), "test.yaml")
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // substrings of the error
+	}{
+		{"unknown key", "reserved-cpu: 2", []string{"test.yaml", `unknown key "reserved-cpu"`}},
+		{"unknown option", "options: [full-pcpus-only, pack-tightly]",
+			[]string{"options", `"pack-tightly"`, "full-pcpus-only, spread-across-cores, strict-reservation"}},
+		{"option twice", "options: [strict-reservation, strict-reservation]", []string{"options", `"strict-reservation"`, "twice"}},
+		{"bad topology policy", "topology-policy: strict", []string{"topology-policy", `"strict"`, "none, best-effort, restricted, single-numa-node"}},
+		{"bad scope", "topology-scope: node", []string{"topology-scope", `"node"`, "container, pod"}},
+		{"bad cpu list", `available-cpus: "0-x"`, []string{"line 1", "expected a CPU list", "0-x"}},
+		{"reserved cpus as a number", "reserved-cpus: 2", []string{"line 1", "YAML number", "reserved-cpu-count"}},
+		{"reserved cpus as a sequence", "reserved-cpus: [0, 1]", []string{"line 1", "expected a CPU list", "sequence"}},
+		{"both reserved keys", "reserved-cpus: \"0\"\nreserved-cpu-count: 2", []string{"reserved-cpus \"0\"", "reserved-cpu-count 2", "one of them"}},
+		{"negative count", "reserved-cpu-count: -1", []string{"reserved-cpu-count", "-1", ">= 0"}},
+		{"empty namespace", "reserved-namespaces: [\"\"]", []string{"reserved-namespaces", "empty name"}},
+		{"namespace twice", "reserved-namespaces: [a, a]", []string{"reserved-namespaces", `"a"`, "twice"}},
+		{"bad node id", "reserved-memory: {node0: 1Gi}", []string{"reserved-memory", `"node0"`, "NUMA node id"}},
+		{"negative node id", "reserved-memory: {-1: 1Gi}", []string{"reserved-memory", `"-1"`, "NUMA node id"}},
+		{"bad quantity", "reserved-memory: {0: lots}", []string{"reserved-memory", "node 0", `"lots"`, "quantity"}},
+		{"negative quantity", "reserved-memory: {1: -1Gi}", []string{"reserved-memory", "node 1", `"-1Gi"`}},
+		{"fractional bytes", "reserved-memory: {1: 0.5}", []string{"reserved-memory", "node 1", "whole number of bytes"}},
+		{"two documents", "options: []\n---\noptions: []\n", []string{"single YAML document"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "test.yaml")
+			require.Error(t, err)
+			for _, want := range tc.want {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+}
+
+func TestLoadValidatesAgainstTheMachine(t *testing.T) {
+	topo := fixture(t, "smt-2s-12c-interleaved")
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr string // empty: valid
+	}{
+		{"defaults", "", ""},
+		{"reserved within available", "available-cpus: \"0-9\"\nreserved-cpus: \"0,6\"", ""},
+		{"reserved outside available", "available-cpus: \"0-5\"\nreserved-cpus: \"6\"", "6"},
+		{"available CPUs the machine lacks", `available-cpus: "0-15"`, "12-15"},
+		{"reserved memory on a node the machine lacks", "reserved-memory: {7: 1Gi}", "7"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Load([]byte(tc.yaml), "test.yaml", topo)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				_, err = policy.New(topo, cfg)
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, policy.ErrInvalidConfig), "the policy's error is wrapped: %v", err)
+			assert.Contains(t, err.Error(), "test.yaml")
+			assert.Contains(t, err.Error(), tc.wantErr)
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"",
+		"available-cpus: \"0-3\"\nreserved-cpus: \"0\"\n",
+		"reserved-cpu-count: 2\noptions: [full-pcpus-only]\n",
+		"topology-policy: restricted\ntopology-scope: pod\nprefer-closest-numa-nodes: true\n",
+		"reserved-memory: {0: 1Gi, 1: 512Mi}\n",
+		"reserved-namespaces: []\n",
+		"options: [bogus]\n",
+		"reserved-cpus: 2\n",
+		"[1, 2]",
+		"available-cpus: {a: b}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, "fuzz.yaml")
+		if err != nil {
+			return
+		}
+		// Whatever was accepted is self-consistent.
+		if cfg.ReservedCPUCount < 0 || (cfg.ReservedCPUCount > 0 && !cfg.ReservedCPUs.IsEmpty()) {
+			t.Fatalf("accepted contradictory reserved CPUs: %+v", cfg)
+		}
+		if _, err := oneOf("topology-policy", string(cfg.TopologyPolicy), "",
+			policy.TopologyNone, policy.TopologyBestEffort, policy.TopologyRestricted, policy.TopologySingleNUMANode); err != nil {
+			t.Fatalf("accepted %v", err)
+		}
+		if cfg.TopologyScope != policy.ScopeContainer && cfg.TopologyScope != policy.ScopePod {
+			t.Fatalf("accepted scope %q", cfg.TopologyScope)
+		}
+	})
+}

@@ -1,0 +1,40 @@
+// Command nri-topology-aware places containers on CPUs, memory nodes and
+// devices of one NUMA topology: exclusive CPUs for Guaranteed containers,
+// a shared pool for the others, memory on the nodes of the CPUs, alignment
+// with the containers' devices, and placements that survive restarts. See
+// README.md.
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/topology/sysfs"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
+)
+
+func main() {
+	opts := nriplugin.Options{
+		SysfsRoot: sysfs.DefaultRoot,
+		StateDir:  nriplugin.DefaultStateDir,
+	}
+	flags := func(fs *flag.FlagSet) {
+		fs.StringVar(&opts.SysfsRoot, "sysfs-root", opts.SysfsRoot,
+			"sysfs tree to discover the topology and device locality from (a recorded machine's tree works too)")
+		fs.StringVar(&opts.StateDir, "state-dir", opts.StateDir,
+			"directory of the checkpoint; keep it on a tmpfs so that it survives plugin and runtime restarts but not a reboot")
+	}
+	factory := func(deps plugin.Deps) (any, error) {
+		topo, err := sysfs.Discover(opts.SysfsRoot)
+		if err != nil {
+			return nil, fmt.Errorf("--sysfs-root: %w", err)
+		}
+		opts.Topology = topo
+		return nriplugin.New(deps, opts)
+	}
+	plugin.Main("topology-aware", factory,
+		plugin.WithIdx("30"),
+		plugin.WithHTTPAddr("127.0.0.1:9130"),
+		plugin.WithFlags(flags))
+}

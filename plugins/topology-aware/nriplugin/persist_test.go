@@ -1,0 +1,183 @@
+package nriplugin
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+)
+
+// fakeState is a policy state the persister collects, changed by the test.
+type fakeState struct {
+	mu        sync.Mutex
+	snap      policy.Snapshot
+	collected int
+}
+
+func (f *fakeState) set(ids ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.snap = policy.Snapshot{}
+	for i, id := range ids {
+		f.snap.Containers = append(f.snap.Containers, policy.SavedContainer{
+			Request:   policy.Request{ContainerID: id, Namespace: "default", Pod: "pod-" + id, Container: "c"},
+			Placement: policy.Placement{ContainerID: id, Pool: policy.PoolExclusive, CPUs: cpuset.New(i), Mems: cpuset.New(0), NUMANodes: []int{0}},
+		})
+	}
+}
+
+func (f *fakeState) collect() (policy.Snapshot, map[string]PlacementRecord, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.collected++
+	recs := map[string]PlacementRecord{}
+	for _, c := range f.snap.Containers {
+		recs[c.Placement.ContainerID] = newPlacementRecord(c.Request, c.Placement)
+	}
+	return f.snap, recs, true
+}
+
+type persisterEnv struct {
+	cp    *state.Checkpoint[policy.Snapshot]
+	recs  *state.Records[PlacementRecord]
+	state *fakeState
+}
+
+func newPersisterEnv(t *testing.T) persisterEnv {
+	t.Helper()
+	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(t.TempDir(), CheckpointFile), CheckpointVersion)
+	require.NoError(t, err)
+	recs, err := PlacementRecords(t.TempDir())
+	require.NoError(t, err)
+	return persisterEnv{cp: cp, recs: recs, state: &fakeState{}}
+}
+
+func (e persisterEnv) start(t *testing.T) *persister {
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	s := newPersister(e.cp, e.recs, e.state.collect, logrus.NewEntry(logger), newMetrics("test"))
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func (e persisterEnv) requireOnDisk(t *testing.T, ids ...string) {
+	t.Helper()
+	saved, found, err := e.cp.Load()
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, e.state.snap, saved, "the checkpoint equals the live state")
+	keys, err := e.recs.Keys()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, ids, keys)
+	for i, id := range ids {
+		rec, found, err := e.recs.Read(id)
+		require.NoError(t, err)
+		require.True(t, found)
+		assert.Equal(t, cpuset.New(i).String(), rec.CPUs)
+		assert.Equal(t, "pod-"+id, rec.Pod)
+	}
+}
+
+func TestPersisterWritesCheckpointAndRecords(t *testing.T) {
+	env := newPersisterEnv(t)
+	s := env.start(t)
+
+	env.state.set("a", "b", "c")
+	s.Changed()
+	require.NoError(t, s.Flush())
+	env.requireOnDisk(t, "a", "b", "c")
+
+	// b is gone, d is new, c moved to CPU 1 (the index in set).
+	env.state.set("a", "c", "d")
+	s.Changed()
+	require.NoError(t, s.Flush())
+	env.requireOnDisk(t, "a", "c", "d")
+}
+
+func TestPersisterFlushWithoutChangesWritesNothing(t *testing.T) {
+	env := newPersisterEnv(t)
+	s := env.start(t)
+	require.NoError(t, s.Flush())
+	_, found, err := env.cp.Load()
+	require.NoError(t, err)
+	assert.False(t, found)
+	assert.Zero(t, env.state.collected)
+}
+
+func TestPersisterCoalescesChanges(t *testing.T) {
+	env := newPersisterEnv(t)
+	s := env.start(t)
+	const changes = 200
+	for i := range changes {
+		env.state.set(fmt.Sprintf("c%03d", i))
+		s.Changed()
+	}
+	require.NoError(t, s.Flush())
+	env.requireOnDisk(t, fmt.Sprintf("c%03d", changes-1))
+	assert.Less(t, env.state.collected, changes, "changes that arrive during a write share the next one")
+}
+
+func TestPersisterReplacesWhatAnEarlierProcessLeft(t *testing.T) {
+	env := newPersisterEnv(t)
+	// A dead container's record and an unreadable one, from before a restart.
+	require.NoError(t, env.recs.Publish("gone", PlacementRecord{ContainerID: "gone"}))
+	require.NoError(t, os.MkdirAll(env.recs.Dir(), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(env.recs.Dir(), "torn.json"), []byte("{"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(env.recs.Dir(), "a.json"), []byte("{"), 0o644))
+
+	s := env.start(t)
+	env.state.set("a", "b")
+	s.Changed()
+	require.NoError(t, s.Flush())
+	env.requireOnDisk(t, "a", "b")
+}
+
+func TestPersisterReportsAndRetriesFailedWrites(t *testing.T) {
+	env := newPersisterEnv(t)
+	// A file where the checkpoint's directory should be: every save fails.
+	blocker := filepath.Join(t.TempDir(), "blocker")
+	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
+	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(blocker, CheckpointFile), CheckpointVersion)
+	require.NoError(t, err)
+	env.cp = cp
+	s := env.start(t)
+
+	env.state.set("a")
+	s.Changed()
+	err = s.Flush()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "blocker")
+
+	// Once the cause is gone, the writer's own retry catches up.
+	require.NoError(t, os.Remove(blocker))
+	require.Eventually(t, func() bool {
+		_, found, err := cp.Load()
+		return err == nil && found
+	}, retryDelay*20, retryDelay/10)
+	require.NoError(t, s.Flush())
+}
+
+func TestPersisterCloseFlushesAndRefusesLaterFlushes(t *testing.T) {
+	env := newPersisterEnv(t)
+	s := env.start(t)
+	env.state.set("a")
+	s.Changed()
+	require.NoError(t, s.Close())
+	env.requireOnDisk(t, "a")
+
+	s.Changed()
+	err := s.Flush()
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, errPersisterClosed))
+}

@@ -1,0 +1,366 @@
+// Package nriplugin is the NRI side of the topology-aware plugin: it turns
+// the runtime's container events into requests for the allocation policy
+// (package policy), applies the placements as cpuset adjustments and updates,
+// keeps the policy's state in a checkpoint so that a restart moves nothing,
+// publishes every placement in the shared state, and serves metrics.
+//
+// The policy is not safe for concurrent use and every NRI request holds the
+// runtime's lock anyway, so one mutex serializes the handlers; nothing slow
+// happens under it (the checkpoint and the records are written behind, see
+// persister).
+package nriplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/common/topology"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/config"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+)
+
+// DefaultStateDir holds the checkpoint. It is under /run, a tmpfs: the
+// checkpoint must survive a restart of the plugin or of the runtime (the
+// containers keep running, so must their placements), and must not survive
+// a reboot (no container survives one, and a stale checkpoint would make the
+// first containers after boot look like conflicts).
+const DefaultStateDir = "/run/nri-suite/topology-aware"
+
+// CheckpointFile is the checkpoint's name within the state directory.
+const CheckpointFile = "checkpoint.json"
+
+// Options are what the plugin needs besides the runner's Deps.
+type Options struct {
+	// Topology is the machine, discovered at start.
+	Topology *topology.Topology
+	// SysfsRoot is where device locality is looked up (usually /sys).
+	SysfsRoot string
+	// StateDir holds the checkpoint (DefaultStateDir).
+	StateDir string
+	// Devices, if set, supplies the devices of a container that NRI does not
+	// show (CDI devices injected by a lower-index plugin).
+	Devices DeviceSource
+}
+
+// Plugin is the topology-aware NRI plugin.
+type Plugin struct {
+	topo       *topology.Topology
+	log        *logrus.Entry
+	metrics    *metrics
+	locator    deviceLocator
+	checkpoint *state.Checkpoint[policy.Snapshot]
+	persist    *persister
+
+	mu  sync.Mutex
+	cfg policy.Config
+	// pol is nil until the first Synchronize.
+	pol *policy.Policy
+	// pending are containers whose placement changed in an event that could
+	// not return updates (RemoveContainer); the next handler that can
+	// delivers them, with their placement as it is then.
+	pending map[string]bool
+}
+
+// New builds the plugin with the default configuration (see config.Parse);
+// Configure replaces it.
+func New(deps plugin.Deps, opts Options) (*Plugin, error) {
+	if opts.Topology == nil {
+		return nil, errors.New("create topology-aware plugin: no topology")
+	}
+	cfg, err := config.Load(nil, "built-in defaults", opts.Topology)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(opts.StateDir, CheckpointFile), CheckpointVersion)
+	if err != nil {
+		return nil, fmt.Errorf("create topology-aware plugin: %w", err)
+	}
+	// Placements are published in the runner's shared state directory,
+	// unless sharing is disabled.
+	var recs *state.Records[PlacementRecord]
+	if deps.SharedDir != "" {
+		if recs, err = PlacementRecords(deps.SharedDir); err != nil {
+			return nil, fmt.Errorf("create topology-aware plugin: %w", err)
+		}
+	}
+	p := &Plugin{
+		topo:       opts.Topology,
+		log:        deps.Log,
+		metrics:    newMetrics(deps.MetricsNamespace),
+		locator:    deviceLocator{sysfsRoot: opts.SysfsRoot, extra: opts.Devices, log: deps.Log},
+		checkpoint: cp,
+		cfg:        cfg,
+		pending:    map[string]bool{},
+	}
+	if err := p.metrics.register(deps.Registry, newUsageCollector(deps.MetricsNamespace, p.usage)); err != nil {
+		return nil, fmt.Errorf("create topology-aware plugin: register metrics: %w", err)
+	}
+	p.persist = newPersister(cp, recs, p.collect, deps.Log, p.metrics)
+	return p, nil
+}
+
+// Configure implements plugin.Configurable. The new configuration takes
+// effect at the next Synchronize, which NRI always sends after it: the
+// policy is rebuilt there from the live state.
+func (p *Plugin) Configure(data []byte, source string) error {
+	cfg, err := config.Load(data, source, p.topo)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg = cfg
+	p.log.WithField("source", source).WithField("config", fmt.Sprintf("%+v", cfg)).Debug("configuration loaded")
+	return nil
+}
+
+// Close writes the state a last time.
+func (p *Plugin) Close() error {
+	if err := p.persist.Close(); err != nil {
+		return fmt.Errorf("close topology-aware plugin: %w", err)
+	}
+	return nil
+}
+
+// CreateContainer places the container and updates the containers whose
+// CPUs the placement changed.
+func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pol, err := p.policyLocked()
+	if err != nil {
+		return nil, nil, err
+	}
+	req, id, err := p.buildRequest(pod, ctr, nil)
+	if err != nil {
+		return nil, nil, p.reject(id, err)
+	}
+	start := time.Now()
+	pl, others, err := pol.Allocate(req)
+	p.metrics.observe(opAllocate, start)
+	if err != nil {
+		return nil, nil, p.reject(id, err)
+	}
+	p.granted(id, "placed container", pl, len(others))
+	adjust := &api.ContainerAdjustment{}
+	adjust.SetLinuxCPUSetCPUs(pl.CPUs.String())
+	if !pl.Mems.IsEmpty() {
+		adjust.SetLinuxCPUSetMems(pl.Mems.String())
+	}
+	return adjust, p.updatesLocked(others, ctr.GetId()), nil
+}
+
+// UpdateContainer resizes the container in place to the new resources.
+func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pol, err := p.policyLocked()
+	if err != nil {
+		return nil, err
+	}
+	req, id, err := p.buildRequest(pod, ctr, res)
+	if err != nil {
+		return nil, p.reject(id, err)
+	}
+	op, place := opResize, pol.Resize
+	if _, known := pol.Placement(req.ContainerID); !known {
+		// Created while the plugin was away and not running at Synchronize.
+		op, place = opAllocate, pol.Allocate
+	}
+	start := time.Now()
+	pl, others, err := place(req)
+	p.metrics.observe(op, start)
+	if err != nil {
+		return nil, p.reject(id, err)
+	}
+	p.granted(id, "resized container", pl, len(others))
+	return append(p.updatesLocked(others, ctr.GetId()), containerUpdate(pl)), nil
+}
+
+// StopContainer releases the container's CPUs and memory; the shared
+// containers get them back in the same call.
+func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pol == nil {
+		return nil, nil
+	}
+	return p.updatesLocked(p.releaseLocked(pod, ctr), ""), nil
+}
+
+// RemoveContainer releases the container if StopContainer did not (a
+// container removed without being stopped). NRI lets RemoveContainer return
+// no updates, so those it causes wait for the next event that can.
+func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pol == nil {
+		return nil
+	}
+	for _, pl := range p.releaseLocked(pod, ctr) {
+		p.pending[pl.ContainerID] = true
+	}
+	return nil
+}
+
+// releaseLocked forgets the container and returns the placements that
+// changed; a container the policy does not know is a no-op.
+func (p *Plugin) releaseLocked(pod *api.PodSandbox, ctr *api.Container) []policy.Placement {
+	pl, known := p.pol.Placement(ctr.GetId())
+	if !known {
+		return nil
+	}
+	start := time.Now()
+	others := p.pol.Release(ctr.GetId())
+	p.metrics.observe(opRelease, start)
+	delete(p.pending, ctr.GetId())
+	p.persist.Changed()
+	p.log.WithFields(k8s.IdentityOf(pod, ctr).Fields()).WithFields(logrus.Fields{
+		"pool": pl.Pool, "cpus": pl.CPUs.String(), "mems": pl.Mems.String(), "updated": len(others),
+	}).Info("released container")
+	return others
+}
+
+// policyLocked returns the policy, which exists once the runtime has
+// synchronized.
+func (p *Plugin) policyLocked() (*policy.Policy, error) {
+	if p.pol == nil {
+		return nil, errors.New("topology-aware: not synchronized with the runtime yet")
+	}
+	return p.pol, nil
+}
+
+// granted records and logs a placement made for id.
+func (p *Plugin) granted(id k8s.Identity, what string, pl policy.Placement, updated int) {
+	p.metrics.grants.WithLabelValues(string(pl.Pool)).Inc()
+	p.persist.Changed()
+	p.log.WithFields(id.Fields()).WithFields(placementFields(pl)).WithField("updated", updated).Info(what)
+}
+
+// reject records and logs a refused request and returns the error that fails
+// it, naming the container unless the policy's message already does.
+func (p *Plugin) reject(id k8s.Identity, err error) error {
+	reason := rejectionReason(err)
+	p.metrics.rejections.WithLabelValues(reason).Inc()
+	p.log.WithFields(id.Fields()).WithField("reason", reason).WithError(err).Info("refused container")
+	name := "container " + id.String()
+	if strings.Contains(err.Error(), name) {
+		return fmt.Errorf("topology-aware: %w", err)
+	}
+	return fmt.Errorf("topology-aware: %s: %w", name, err)
+}
+
+func placementFields(pl policy.Placement) logrus.Fields {
+	return logrus.Fields{
+		"pool":       pl.Pool,
+		"cpus":       pl.CPUs.String(),
+		"mems":       pl.Mems.String(),
+		"numa_nodes": pl.NUMANodes,
+		"reason":     pl.Reason,
+	}
+}
+
+// updatesLocked returns the updates for the changed placements and the
+// pending ones, but none for exclude (the container of the request, which
+// gets its adjustment or its own update). Each carries the container's
+// placement as it is now.
+func (p *Plugin) updatesLocked(changed []policy.Placement, exclude string) []*api.ContainerUpdate {
+	for _, pl := range changed {
+		p.pending[pl.ContainerID] = true
+	}
+	delete(p.pending, exclude)
+	ids := make([]string, 0, len(p.pending))
+	for id := range p.pending {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	clear(p.pending)
+	debug := p.log.Logger.IsLevelEnabled(logrus.DebugLevel)
+	var updates []*api.ContainerUpdate
+	var render cpusetRenderer
+	for _, id := range ids {
+		pl, ok := p.pol.Placement(id)
+		if !ok {
+			continue
+		}
+		u := &api.ContainerUpdate{ContainerId: id}
+		u.SetLinuxCPUSetCPUs(render.cpus(pl.CPUs))
+		if !pl.Mems.IsEmpty() {
+			u.SetLinuxCPUSetMems(render.mems(pl.Mems))
+		}
+		updates = append(updates, u)
+		if debug {
+			p.log.WithField("container_id", id).WithFields(placementFields(pl)).Debug("updating container")
+		}
+	}
+	return updates
+}
+
+// cpusetRenderer formats the cpusets of many updates, most of which carry
+// the same shared pool: it formats each distinct set once.
+type cpusetRenderer struct {
+	lastCPUs, lastMems cpuset.CPUSet
+	cpusText, memsText string
+}
+
+func (r *cpusetRenderer) cpus(set cpuset.CPUSet) string {
+	if r.cpusText == "" || !set.Equal(r.lastCPUs) {
+		r.lastCPUs, r.cpusText = set, set.String()
+	}
+	return r.cpusText
+}
+
+func (r *cpusetRenderer) mems(set cpuset.CPUSet) string {
+	if r.memsText == "" || !set.Equal(r.lastMems) {
+		r.lastMems, r.memsText = set, set.String()
+	}
+	return r.memsText
+}
+
+// containerUpdate sets a running container's cpuset to its placement.
+func containerUpdate(pl policy.Placement) *api.ContainerUpdate {
+	u := &api.ContainerUpdate{ContainerId: pl.ContainerID}
+	u.SetLinuxCPUSetCPUs(pl.CPUs.String())
+	if !pl.Mems.IsEmpty() {
+		u.SetLinuxCPUSetMems(pl.Mems.String())
+	}
+	return u
+}
+
+// collect gives the persister the state to write.
+func (p *Plugin) collect() (policy.Snapshot, map[string]PlacementRecord, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pol == nil {
+		return policy.Snapshot{}, nil, false
+	}
+	snap := p.pol.Snapshot()
+	recs := make(map[string]PlacementRecord, len(snap.Containers))
+	for _, c := range snap.Containers {
+		recs[c.Placement.ContainerID] = newPlacementRecord(c.Request, c.Placement)
+	}
+	return snap, recs, true
+}
+
+// usage gives the metrics collector the policy's figures at scrape time.
+func (p *Plugin) usage() ([]policy.NodeUsage, []policy.Placement, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pol == nil {
+		return nil, nil, false
+	}
+	return p.pol.Usage(), p.pol.Placements(), true
+}

@@ -1,0 +1,195 @@
+package nriplugin
+
+import (
+	"context"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+)
+
+// runtimeView is what a runtime would hold: every created container with
+// the cpuset the plugin's adjustments and updates gave it.
+type runtimeView struct {
+	pods map[string]*api.PodSandbox
+	ctrs map[string]*api.Container
+}
+
+func newRuntimeView() *runtimeView {
+	return &runtimeView{pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{}}
+}
+
+func (v *runtimeView) setCPUs(id, cpus, mems string) {
+	c := v.ctrs[id]
+	if c.Linux.Resources == nil {
+		c.Linux.Resources = &api.LinuxResources{}
+	}
+	if c.Linux.Resources.Cpu == nil {
+		c.Linux.Resources.Cpu = &api.LinuxCPU{}
+	}
+	c.Linux.Resources.Cpu.Cpus = cpus
+	if mems != "" {
+		c.Linux.Resources.Cpu.Mems = mems
+	}
+}
+
+func (v *runtimeView) apply(t testing.TB, updates []*api.ContainerUpdate) {
+	t.Helper()
+	for _, u := range updates {
+		require.Contains(t, v.ctrs, u.GetContainerId(), "update of a container the runtime does not have")
+		cpu := u.GetLinux().GetResources().GetCpu()
+		v.setCPUs(u.GetContainerId(), cpu.GetCpus(), cpu.GetMems())
+	}
+}
+
+func (v *runtimeView) cpus(t *testing.T, id string) cpuset.CPUSet {
+	t.Helper()
+	set, err := cpuset.Parse(v.ctrs[id].GetLinux().GetResources().GetCpu().GetCpus())
+	require.NoError(t, err)
+	return set
+}
+
+func (v *runtimeView) list() ([]*api.PodSandbox, []*api.Container) {
+	var pods []*api.PodSandbox
+	var ctrs []*api.Container
+	for _, p := range v.pods {
+		pods = append(pods, p)
+	}
+	for _, c := range v.ctrs {
+		ctrs = append(ctrs, c)
+	}
+	return pods, ctrs
+}
+
+// create runs CreateContainer for a container of testdata/pods and applies
+// the result as a runtime would.
+func (v *runtimeView) create(t *testing.T, p *Plugin, file, container string) (string, error) {
+	t.Helper()
+	pod, ctr := nriPod(t, file, container)
+	adjust, updates, err := p.CreateContainer(context.Background(), pod, ctr)
+	if err != nil {
+		return ctr.GetId(), err
+	}
+	v.pods[pod.GetId()], v.ctrs[ctr.GetId()] = pod, ctr
+	v.setCPUs(ctr.GetId(), adjust.GetLinux().GetResources().GetCpu().GetCpus(), adjust.GetLinux().GetResources().GetCpu().GetMems())
+	v.apply(t, updates)
+	return ctr.GetId(), nil
+}
+
+func (v *runtimeView) remove(t *testing.T, p *Plugin, id string, stopFirst bool) {
+	t.Helper()
+	ctr := v.ctrs[id]
+	pod := v.pods[ctr.GetPodSandboxId()]
+	if stopFirst {
+		updates, err := p.StopContainer(context.Background(), pod, ctr)
+		require.NoError(t, err)
+		delete(v.ctrs, id)
+		v.apply(t, updates)
+	}
+	delete(v.ctrs, id)
+	require.NoError(t, p.RemoveContainer(context.Background(), pod, ctr))
+}
+
+func synchronize(t testing.TB, p *Plugin, v *runtimeView) {
+	t.Helper()
+	pods, ctrs := v.list()
+	updates, err := p.Synchronize(context.Background(), pods, ctrs)
+	require.NoError(t, err)
+	v.apply(t, updates)
+}
+
+func TestRequestsBeforeSynchronizeFail(t *testing.T) {
+	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
+	pod, ctr := nriPod(t, "besteffort.yaml", "idle")
+	_, _, err := p.CreateContainer(context.Background(), pod, ctr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not synchronized")
+	updates, err := p.StopContainer(context.Background(), pod, ctr)
+	assert.NoError(t, err, "stopping is always fine")
+	assert.Empty(t, updates)
+}
+
+func TestRemoveWithoutStopUpdatesSharedContainersNextTime(t *testing.T) {
+	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
+	require.NoError(t, err)
+	all := v.cpus(t, idle)
+	app, err := v.create(t, p.Plugin, "guaranteed-2cpu.yaml", "app")
+	require.NoError(t, err)
+	grant := v.cpus(t, app)
+	require.Equal(t, all.Difference(grant).String(), v.cpus(t, idle).String())
+
+	v.remove(t, p.Plugin, app, false)
+	assert.Equal(t, all.Difference(grant).String(), v.cpus(t, idle).String(), "RemoveContainer can return no updates")
+
+	_, err = v.create(t, p.Plugin, "burstable.yaml", "web")
+	require.NoError(t, err)
+	assert.Equal(t, all.String(), v.cpus(t, idle).String(), "the next call delivers the pending update")
+}
+
+func TestStopReleasesAndRemoveIsIdempotent(t *testing.T) {
+	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
+	require.NoError(t, err)
+	all := v.cpus(t, idle)
+	app, err := v.create(t, p.Plugin, "guaranteed-4cpu.yaml", "app")
+	require.NoError(t, err)
+	v.remove(t, p.Plugin, app, true)
+	assert.Equal(t, all.String(), v.cpus(t, idle).String(), "StopContainer returns the grant in the same call")
+	require.NoError(t, p.Check())
+}
+
+func TestSynchronizeAfterRuntimeRestartMovesNothing(t *testing.T) {
+	p := newTestPlugin(t, "snc-2s-4n-80c", nil)
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	for _, f := range [][2]string{{"besteffort.yaml", "idle"}, {"guaranteed-2cpu.yaml", "app"}, {"guaranteed-4cpu.yaml", "app"}, {"burstable.yaml", "web"}} {
+		_, err := v.create(t, p.Plugin, f[0], f[1])
+		require.NoError(t, err)
+	}
+	before := map[string]string{}
+	for id := range v.ctrs {
+		before[id] = v.cpus(t, id).String()
+	}
+	synchronize(t, p.Plugin, v)
+	after := map[string]string{}
+	for id := range v.ctrs {
+		after[id] = v.cpus(t, id).String()
+	}
+	assert.Equal(t, before, after)
+	require.NoError(t, p.Check())
+
+	// The checkpoint holds the state once Synchronize returned.
+	saved, found, err := p.checkpoint.Load()
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, p.pol.Snapshot(), saved)
+}
+
+func TestConfigureTakesEffectAtSynchronize(t *testing.T) {
+	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
+	err := p.Configure([]byte("options: [warp-speed]"), "test.yaml")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"warp-speed"`)
+
+	require.NoError(t, p.Configure([]byte("reserved-cpus: \"0,6\"\n"), "test.yaml"))
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	id, err := v.create(t, p.Plugin, "kube-system.yaml", "proxy")
+	require.NoError(t, err)
+	assert.Equal(t, "0,6", v.cpus(t, id).String())
+}
+
+// Check is the policy's invariant check, for the tests above.
+func (p *Plugin) Check() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pol.Check()
+}

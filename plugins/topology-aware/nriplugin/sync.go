@@ -1,0 +1,145 @@
+package nriplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+)
+
+// Synchronize rebuilds the policy from what the plugin remembers (its live
+// state after a runtime restart, else the checkpoint) and from the
+// containers as they actually run, moving none that is consistent. It
+// returns the updates the restore needs, and returns only once the
+// checkpoint holds the rebuilt state.
+func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	updates, err := p.synchronize(pods, ctrs)
+	if err != nil {
+		return nil, err
+	}
+	// Not fatal: the live state is right and the writer retries; failing the
+	// Synchronize would only disconnect the plugin.
+	if err := p.persist.Flush(); err != nil {
+		p.log.WithError(err).Error("synchronized, but the checkpoint could not be written")
+	}
+	return updates, nil
+}
+
+func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pol, err := policy.New(p.topo, p.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("synchronize: build the policy: %w", err)
+	}
+	saved, source := p.savedStateLocked()
+	running := p.running(pods, ctrs)
+
+	start := time.Now()
+	report := pol.Restore(saved, running)
+	p.metrics.observe(opRestore, start)
+	p.pol = pol
+	clear(p.pending)
+	p.persist.Changed()
+	p.logRestore(report, saved, running, source)
+
+	updates := make([]*api.ContainerUpdate, 0, len(report.Updates))
+	for _, pl := range report.Updates {
+		updates = append(updates, containerUpdate(pl))
+	}
+	return updates, nil
+}
+
+// savedStateLocked returns the state to restore and where it came from: the
+// live policy's if this process has one (the runtime restarted, or the
+// configuration changed), else the checkpoint's. A bad checkpoint is set
+// aside by Load; the running containers are then adopted.
+func (p *Plugin) savedStateLocked() (policy.Snapshot, string) {
+	if p.pol != nil {
+		return p.pol.Snapshot(), "memory"
+	}
+	saved, found, err := p.checkpoint.Load()
+	switch {
+	case errors.Is(err, state.ErrCorrupt):
+		p.log.WithError(err).Error("checkpoint is corrupt; adopting the running containers where they run")
+		return policy.Snapshot{}, "none (corrupt checkpoint)"
+	case err != nil:
+		p.log.WithError(err).Error("could not read the checkpoint; adopting the running containers where they run")
+		return policy.Snapshot{}, "none (unreadable checkpoint)"
+	case !found:
+		return policy.Snapshot{}, "none"
+	}
+	return saved, "checkpoint " + p.checkpoint.Path()
+}
+
+// running describes the containers the runtime reports with their actual
+// cpusets. A container whose request cannot be fully built (its annotation
+// became invalid, say) is still accounted, with defaults for the bad parts.
+func (p *Plugin) running(pods []*api.PodSandbox, ctrs []*api.Container) []policy.Running {
+	podByID := make(map[string]*api.PodSandbox, len(pods))
+	for _, pod := range pods {
+		podByID[pod.GetId()] = pod
+	}
+	out := make([]policy.Running, 0, len(ctrs))
+	for _, ctr := range ctrs {
+		req, id, err := p.buildRequest(podByID[ctr.GetPodSandboxId()], ctr, nil)
+		log := p.log.WithFields(id.Fields())
+		if err != nil {
+			log.WithError(err).Warn("running container has a bad request; restoring it with defaults for the bad parts")
+		}
+		r := policy.Running{Request: req}
+		cpu := ctr.GetLinux().GetResources().GetCpu()
+		if r.CPUs, err = cpuset.Parse(cpu.GetCpus()); err != nil {
+			log.WithError(err).Warn("running container has an unreadable cpuset.cpus; treating it as unknown")
+		}
+		if r.Mems, err = cpuset.Parse(cpu.GetMems()); err != nil {
+			log.WithError(err).Warn("running container has an unreadable cpuset.mems; treating it as unknown")
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// logRestore logs one line per decision of the restore and a summary.
+func (p *Plugin) logRestore(report policy.RestoreReport, saved policy.Snapshot, running []policy.Running, source string) {
+	requests := map[string]policy.Request{}
+	for _, c := range saved.Containers {
+		requests[c.Request.ContainerID] = c.Request
+	}
+	for _, r := range running {
+		requests[r.Request.ContainerID] = r.Request
+	}
+	entry := func(id string) *logrus.Entry {
+		req := requests[id]
+		return p.log.WithFields(logrus.Fields{
+			"pod": req.Pod, "namespace": req.Namespace, "container": req.Container, "container_id": id,
+		})
+	}
+	placed := func(id string) logrus.Fields {
+		pl, _ := p.pol.Placement(id)
+		return placementFields(pl)
+	}
+	for _, id := range report.Kept {
+		entry(id).WithFields(placed(id)).Info("kept container's placement from the checkpoint")
+	}
+	for _, id := range report.Adopted {
+		entry(id).WithFields(placed(id)).Info("adopted container where it runs")
+	}
+	for _, pl := range report.Replaced {
+		entry(pl.ContainerID).WithFields(placementFields(pl)).Info("replaced container's placement")
+	}
+	for _, id := range report.Dropped {
+		entry(id).Info("dropped placement of a container that no longer runs")
+	}
+	p.log.WithFields(logrus.Fields{
+		"source": source, "containers": len(running), "kept": len(report.Kept), "adopted": len(report.Adopted),
+		"replaced": len(report.Replaced), "dropped": len(report.Dropped), "updates": len(report.Updates),
+	}).Info("restored placements")
+}
