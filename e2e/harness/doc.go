@@ -3,7 +3,7 @@
 // containerd runs) on a private socket, driving the real plugin binaries,
 // external or pre-registered, with pods converted from kubelet-style
 // manifests the way the kubelet and containerd's CRI plugin convert them
-// (package kubepod).
+// (package common/kubepod).
 //
 // The runtime keeps every live pod and container with its OCI spec. It
 // applies each adjustment and update the plugins return with NRI's own spec

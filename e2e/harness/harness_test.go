@@ -14,8 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nri-suite/nri-suite/common/kubepod"
 	"github.com/nri-suite/nri-suite/e2e/harness"
-	"github.com/nri-suite/nri-suite/e2e/harness/kubepod"
 	"github.com/nri-suite/nri-suite/e2e/testplugin/syncreport"
 )
 
@@ -24,7 +24,7 @@ const testPlugin = "./e2e/testplugin"
 func TestMain(m *testing.M) { harness.Main(m) }
 
 func pod(t *testing.T, name string) *v1.Pod {
-	return harness.LoadPod(t, filepath.Join("testdata", "pods", name))
+	return harness.LoadPod(t, filepath.Join("..", "..", "common", "kubepod", "testdata", "pods", name))
 }
 
 func readReport(t *testing.T, path string) syncreport.Report {

@@ -13,7 +13,7 @@ import (
 	rgen "github.com/opencontainers/runtime-tools/generate"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nri-suite/nri-suite/e2e/harness/kubepod"
+	"github.com/nri-suite/nri-suite/common/kubepod"
 )
 
 // This file follows the order of NRI calls that the kubelet's CRI requests

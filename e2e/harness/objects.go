@@ -8,7 +8,7 @@ import (
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nri-suite/nri-suite/e2e/harness/kubepod"
+	"github.com/nri-suite/nri-suite/common/kubepod"
 )
 
 // Pod is a pod the runtime knows: its sandbox and containers.

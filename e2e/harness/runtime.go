@@ -13,7 +13,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/nri-suite/nri-suite/e2e/harness/kubepod"
+	"github.com/nri-suite/nri-suite/common/kubepod"
 )
 
 // Name and version the runtime reports to plugins in Configure.

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nri-suite/nri-suite/e2e/harness/kubepod"
+	"github.com/nri-suite/nri-suite/common/kubepod"
 )
 
 // DecodePod decodes a kubelet-style Pod manifest (YAML or JSON) the way the

@@ -10,9 +10,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-suite/nri-suite/common/kubepod"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
-	"github.com/nri-suite/nri-suite/e2e/harness/kubepod"
 )
 
 // fixtureRoot is the sysfs tree of a topology fixture.

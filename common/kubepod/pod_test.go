@@ -13,7 +13,7 @@ import (
 
 func load(t *testing.T, name string) *Pod {
 	t.Helper()
-	manifest, err := LoadFile(filepath.Join("..", "testdata", "pods", name))
+	manifest, err := LoadFile(filepath.Join("testdata", "pods", name))
 	require.NoError(t, err)
 	p, err := Config{}.Convert(manifest)
 	require.NoError(t, err)
@@ -198,7 +198,7 @@ func TestConvertContainers(t *testing.T) {
 }
 
 func TestConvertSystemd(t *testing.T) {
-	manifest, err := LoadFile(filepath.Join("..", "testdata", "pods", "burstable.yaml"))
+	manifest, err := LoadFile(filepath.Join("testdata", "pods", "burstable.yaml"))
 	require.NoError(t, err)
 	p, err := Config{CgroupDriver: SystemdDriver}.Convert(manifest)
 	require.NoError(t, err)
@@ -339,7 +339,7 @@ func TestApplyDefaults(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	for _, name := range []string{"guaranteed.yaml", "burstable.yaml", "besteffort.yaml", "with-sidecar.yaml"} {
-		data, err := os.ReadFile(filepath.Join("..", "testdata", "pods", name))
+		data, err := os.ReadFile(filepath.Join("testdata", "pods", name))
 		require.NoError(f, err)
 		f.Add(data)
 	}
