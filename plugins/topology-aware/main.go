@@ -2,19 +2,25 @@
 // devices of one NUMA topology: exclusive CPUs for Guaranteed containers,
 // a shared pool for the others, memory on the nodes of the CPUs, alignment
 // with the containers' devices, and placements that survive restarts. See
-// README.md.
+// README.md. `nri-topology-aware simulate ...` runs a workload through the
+// same policy offline instead (package simulate).
 package main
 
 import (
 	"flag"
 	"fmt"
+	"os"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/simulate"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "simulate" {
+		os.Exit(simulate.Main(os.Args[2:]))
+	}
 	opts := nriplugin.Options{
 		SysfsRoot: sysfs.DefaultRoot,
 		StateDir:  nriplugin.DefaultStateDir,
