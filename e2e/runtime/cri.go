@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,16 +17,25 @@ type CRI struct {
 	crictl string
 	config string // private crictl.yaml, so that /etc/crictl.yaml never applies
 	dir    string // where JSON request files are written
+	// kubeletOwned: a kubelet runs on this endpoint. Its housekeeping
+	// (every 2 s) stops and removes every pod sandbox it did not create,
+	// "orphaned" ones, so a pod made here would die at a random moment.
+	kubeletOwned bool
 }
 
-// newCRI writes a crictl config for endpoint into dir.
-func newCRI(crictl, endpoint, dir string) (*CRI, error) {
+// errKubeletOwnsPods is RunPodSandbox's refusal on a node with a kubelet.
+var errKubeletOwnsPods = errors.New("the sandbox runs a kubelet, which stops every pod it did not create " +
+	"at its next housekeeping (every 2 s): start the sandbox with Options.NoKubelet to run pods through CRI")
+
+// newCRI writes a crictl config for endpoint into dir; kubeletOwned says
+// that a kubelet manages the pods on that endpoint.
+func newCRI(crictl, endpoint, dir string, kubeletOwned bool) (*CRI, error) {
 	config := filepath.Join(dir, "crictl.yaml")
 	body := fmt.Sprintf("runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 30\n", endpoint, endpoint)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		return nil, fmt.Errorf("writing crictl config: %w", err)
 	}
-	return &CRI{crictl: crictl, config: config, dir: dir}, nil
+	return &CRI{crictl: crictl, config: config, dir: dir, kubeletOwned: kubeletOwned}, nil
 }
 
 // Crictl runs crictl with args against the sandbox's runtime and returns its
@@ -208,8 +218,12 @@ func (c *CRI) Exec(ctx context.Context, id string, argv ...string) (string, erro
 }
 
 // RunPodSandbox creates and starts a pod sandbox from a CRI
-// PodSandboxConfig (any value that encodes to its JSON form).
+// PodSandboxConfig (any value that encodes to its JSON form). It refuses on
+// a node with a kubelet, which would remove the pod (Options.NoKubelet).
 func (c *CRI) RunPodSandbox(ctx context.Context, config any) (string, error) {
+	if c.kubeletOwned {
+		return "", fmt.Errorf("running pod sandbox through CRI: %w", errKubeletOwnsPods)
+	}
 	path, err := c.writeRequest("pod", config)
 	if err != nil {
 		return "", err

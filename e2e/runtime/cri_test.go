@@ -1,6 +1,9 @@
 package runtime
 
 import (
+	"context"
+	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,4 +33,28 @@ func TestParseContainers(t *testing.T) {
 
 	_, err = parseContainers([]byte("crictl: not json"))
 	assert.ErrorContains(t, err, "decoding crictl ps output")
+}
+
+// A kubelet stops every pod it did not create, so a CRI of a node with a
+// kubelet refuses to run pods; without one, the request reaches crictl.
+func TestRunPodSandboxRefusedWithKubelet(t *testing.T) {
+	tests := []struct {
+		name         string
+		kubeletOwned bool
+		refused      bool
+	}{
+		{name: "kubelet on the node", kubeletOwned: true, refused: true},
+		{name: "no kubelet", kubeletOwned: false, refused: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cri, err := newCRI(filepath.Join(dir, "no-crictl"), "unix:///nonexistent.sock", dir, tt.kubeletOwned)
+			require.NoError(t, err)
+			_, err = cri.RunPodSandbox(context.Background(), map[string]any{"metadata": map[string]any{"name": "p"}})
+			require.Error(t, err, "crictl does not exist, so the call fails either way")
+			assert.Equal(t, tt.refused, errors.Is(err, errKubeletOwnsPods), "refusal in %v", err)
+			assert.ErrorContains(t, err, "running pod sandbox")
+		})
+	}
 }

@@ -1,7 +1,9 @@
 // Package runtime runs a real Kubernetes node without an API server, for
 // end-to-end tests of NRI plugins: a container runtime (containerd or CRI-O)
 // with runc, NRI and CDI on private sockets and directories, and a
-// standalone kubelet that runs static pods from a manifest directory.
+// standalone kubelet that runs static pods from a manifest directory. Tests
+// that make pods through raw CRI run without the kubelet (Options.NoKubelet):
+// a kubelet stops every pod it did not create.
 //
 // Everything a sandbox starts lives under one run directory and one cgroup
 // root, so that teardown can find it again by PID, mount point and cgroup,

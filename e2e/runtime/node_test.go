@@ -164,10 +164,83 @@ func testPluginEnv(t *testing.T, rt string) {
 	assert.Contains(t, strings.Split(out, "\n"), "NRI_SANDBOX_PRE="+preValue)
 }
 
+// restartPod is a pod of the runtime-restart scenario.
+type restartPod struct {
+	name       string
+	containers []string
+}
+
+// restartWant is how the plugin must report a container after the restart.
+type restartWant struct{ pod, namespace, container string }
+
+// restartPods makes and removes the pods of the runtime-restart scenario one
+// way: as static pods of the kubelet, or through raw CRI on a node without a
+// kubelet (a kubelet stops every pod it did not create, see
+// Options.NoKubelet).
+type restartPods struct {
+	name      string
+	noKubelet bool
+	// start runs the pod and returns its containers by id, once they run.
+	start  func(ctx context.Context, t *testing.T, sb *Sandbox, pod restartPod) map[string]restartWant
+	remove func(ctx context.Context, t *testing.T, sb *Sandbox, pod restartPod)
+}
+
+// rawNamespace is the namespace of the pods made through raw CRI.
+const rawNamespace = "raw-ns"
+
+var restartPodKinds = []restartPods{
+	{
+		name: "KubeletPods",
+		start: func(ctx context.Context, t *testing.T, sb *Sandbox, pod restartPod) map[string]restartWant {
+			require.NoError(t, sb.WritePod(busyboxPod(pod.name, pod.containers...)))
+			got := map[string]restartWant{}
+			for _, name := range pod.containers {
+				c, err := sb.WaitContainer(ctx, pod.name, name)
+				require.NoError(t, err)
+				got[c.ID] = restartWant{sb.PodName(pod.name), "default", name}
+			}
+			return got
+		},
+		remove: func(ctx context.Context, t *testing.T, sb *Sandbox, pod restartPod) {
+			require.NoError(t, sb.RemovePod(ctx, pod.name))
+		},
+	},
+	{
+		name:      "RawCRIPods",
+		noKubelet: true,
+		start: func(ctx context.Context, t *testing.T, sb *Sandbox, pod restartPod) map[string]restartWant {
+			ids := runRawCRIPod(ctx, t, sb, pod.name, rawNamespace, pod.containers...)
+			got := map[string]restartWant{}
+			for i, id := range ids {
+				got[id] = restartWant{pod.name, rawNamespace, pod.containers[i]}
+			}
+			return got
+		},
+		remove: func(ctx context.Context, t *testing.T, sb *Sandbox, pod restartPod) {
+			pods, err := sb.CRI().PodSandboxes(ctx)
+			require.NoError(t, err)
+			for _, p := range pods {
+				if p.Name == pod.name && p.Namespace == rawNamespace {
+					require.NoError(t, sb.CRI().RemovePodSandbox(ctx, p.ID))
+				}
+			}
+		},
+	},
+}
+
+// testRuntimeRestart kills the runtime with SIGKILL and starts it again: the
+// containers stay up in their shims, the plugin registers again and gets
+// every container in its Synchronize, and it adjusts new containers.
 func testRuntimeRestart(t *testing.T, rt string) {
+	for _, kind := range restartPodKinds {
+		t.Run(kind.name, func(t *testing.T) { runRuntimeRestart(t, rt, kind) })
+	}
+}
+
+func runRuntimeRestart(t *testing.T, rt string, kind restartPods) {
 	RequirePrereqs(t, rt)
 	bin := requirePlugin(t)
-	sb := NewForTest(t, Options{Runtime: rt})
+	sb := NewForTest(t, Options{Runtime: rt, NoKubelet: kind.noKubelet})
 	ctx := TestContext(t)
 	// In the run dir: the plugin writes a last report when it is stopped at
 	// teardown, after a t.TempDir would be gone.
@@ -178,18 +251,15 @@ func testRuntimeRestart(t *testing.T, rt string) {
 	first, err := waitSyncReport(ctx, reportPath, func(r syncreport.Report) bool { return r.Synchronizations >= 1 })
 	require.NoError(t, err)
 
-	// Two kubelet pods and one pod made through raw CRI.
-	require.NoError(t, sb.WritePod(busyboxPod("restart-a")))
-	require.NoError(t, sb.WritePod(busyboxPod("restart-b", "main", "side")))
-	type want struct{ pod, namespace, container string }
-	wants := map[string]want{}
-	for _, pc := range []struct{ pod, container string }{{"restart-a", "main"}, {"restart-b", "main"}, {"restart-b", "side"}} {
-		c, err := sb.WaitContainer(ctx, pc.pod, pc.container)
-		require.NoError(t, err)
-		wants[c.ID] = want{sb.PodName(pc.pod), "default", pc.container}
+	pods := []restartPod{{"restart-a", []string{"main"}}, {"restart-b", []string{"main", "side"}}}
+	wants := map[string]restartWant{}
+	podOf := map[string]string{} // container id -> pod
+	for _, pod := range pods {
+		for id, w := range kind.start(ctx, t, sb, pod) {
+			wants[id] = w
+			podOf[id] = pod.name
+		}
 	}
-	rawID := runRawCRIPod(ctx, t, sb, "restart-raw", "raw-ns", "raw")
-	wants[rawID] = want{"restart-raw", "raw-ns", "raw"}
 
 	pids := map[string]int{}
 	for id := range wants {
@@ -210,11 +280,11 @@ func testRuntimeRestart(t *testing.T, rt string) {
 	t.Logf("runtime killed to plugin synchronized again: %s", time.Since(killed).Round(time.Millisecond))
 	assert.True(t, plugin.Running(), "the plugin process survives the runtime restart")
 
-	got := map[string]want{}
+	got := map[string]restartWant{}
 	for _, c := range report.Containers {
 		if _, ok := wants[c.ID]; ok {
 			assert.Equal(t, "CONTAINER_RUNNING", c.State, "state of %s/%s in the report", c.Pod, c.Container)
-			got[c.ID] = want{c.Pod, c.Namespace, c.Container}
+			got[c.ID] = restartWant{c.Pod, c.Namespace, c.Container}
 		}
 	}
 	assert.Equal(t, wants, got, "containers in the Synchronize after the restart")
@@ -227,26 +297,26 @@ func testRuntimeRestart(t *testing.T, rt string) {
 	}
 
 	// And the reconnected plugin adjusts new containers again.
-	require.NoError(t, sb.WritePod(busyboxPod("restart-c")))
-	c, err := sb.WaitContainer(ctx, "restart-c", "main")
-	require.NoError(t, err)
-	environ, err := sb.Environ(ctx, c.ID)
-	require.NoError(t, err)
-	assert.Equal(t, "e2e-restart", environ["NRI_SUITE_E2E"])
+	for id := range kind.start(ctx, t, sb, restartPod{"restart-c", []string{"main"}}) {
+		environ, err := sb.Environ(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, "e2e-restart", environ["NRI_SUITE_E2E"], "env of container %s created after the restart", id)
+	}
 
-	// Removing a pod through the kubelet leaves none of its containers.
-	require.NoError(t, sb.RemovePod(ctx, "restart-a"))
+	// Removing a pod leaves none of its containers.
+	kind.remove(ctx, t, sb, pods[0])
 	all, err := sb.CRI().Containers(ctx)
 	require.NoError(t, err)
 	for _, c := range all {
-		assert.NotEqual(t, sb.PodName("restart-a"), c.Pod, "container %s of a removed pod", c.ID)
+		assert.NotEqual(t, pods[0].name, podOf[c.ID], "container %s of the removed pod %s", c.ID, pods[0].name)
 	}
 }
 
-// runRawCRIPod runs a host-network pod with one busybox container through
-// crictl, the way a test does what the kubelet cannot express, and returns
-// the container's id once it runs.
-func runRawCRIPod(ctx context.Context, t *testing.T, sb *Sandbox, name, namespace, container string) string {
+// runRawCRIPod runs a host-network pod with long-running busybox containers
+// through crictl, the way a test does what the kubelet cannot express, and
+// returns the containers' ids once they run. The sandbox must run without a
+// kubelet (Options.NoKubelet).
+func runRawCRIPod(ctx context.Context, t *testing.T, sb *Sandbox, name, namespace string, containers ...string) []string {
 	t.Helper()
 	// Host network (2, NODE) and a PID namespace per container (1,
 	// CONTAINER): with a pod-level one, CRI-O starts an infra container
@@ -261,17 +331,21 @@ func runRawCRIPod(ctx context.Context, t *testing.T, sb *Sandbox, name, namespac
 	}
 	podID, err := sb.CRI().RunPodSandbox(ctx, podConfig)
 	require.NoError(t, err)
-	ctrConfig := map[string]any{
-		"metadata": map[string]any{"name": container},
-		"image":    map[string]any{"image": BusyboxImage},
-		"command":  []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"},
-		"labels":   map[string]string{LabelContainerName: container},
-		"linux":    map[string]any{"security_context": map[string]any{"namespace_options": namespaceOptions}},
+	ids := make([]string, 0, len(containers))
+	for _, container := range containers {
+		ctrConfig := map[string]any{
+			"metadata": map[string]any{"name": container},
+			"image":    map[string]any{"image": BusyboxImage},
+			"command":  []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"},
+			"labels":   map[string]string{LabelContainerName: container},
+			"linux":    map[string]any{"security_context": map[string]any{"namespace_options": namespaceOptions}},
+		}
+		id, err := sb.CRI().CreateContainer(ctx, podID, ctrConfig, podConfig)
+		require.NoError(t, err)
+		require.NoError(t, sb.CRI().StartContainer(ctx, id))
+		ids = append(ids, id)
 	}
-	id, err := sb.CRI().CreateContainer(ctx, podID, ctrConfig, podConfig)
-	require.NoError(t, err)
-	require.NoError(t, sb.CRI().StartContainer(ctx, id))
-	return id
+	return ids
 }
 
 func testKubeletQoS(t *testing.T, rt string) {

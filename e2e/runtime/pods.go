@@ -88,8 +88,13 @@ func (s *Sandbox) PodName(manifestName string) string {
 	return manifestName + "-" + s.opts.NodeName
 }
 
-func (s *Sandbox) manifestPath(name string) string {
-	return filepath.Join(s.kubelet.staticPods, name+".yaml")
+// manifestPath is where the static pod name's manifest goes; an error
+// without a kubelet (Options.NoKubelet), where nobody would read it.
+func (s *Sandbox) manifestPath(name string) (string, error) {
+	if s.kubelet == nil {
+		return "", fmt.Errorf("static pod %s: the sandbox runs without a kubelet (Options.NoKubelet): run pods through CRI instead", name)
+	}
+	return filepath.Join(s.kubelet.staticPods, name+".yaml"), nil
 }
 
 // WritePod puts a Pod manifest into the kubelet's static pod directory. The
@@ -99,17 +104,21 @@ func (s *Sandbox) WritePod(pod *corev1.Pod) error {
 	if err := CheckPod(pod); err != nil {
 		return err
 	}
+	path, err := s.manifestPath(pod.Name)
+	if err != nil {
+		return err
+	}
 	manifest := pod.DeepCopy()
 	manifest.Kind, manifest.APIVersion = "Pod", "v1"
 	data, err := yaml.Marshal(manifest)
 	if err != nil {
 		return fmt.Errorf("encoding pod %s: %w", pod.Name, err)
 	}
-	tmp := filepath.Join(s.kubelet.staticPods, "."+pod.Name+".yaml.tmp")
+	tmp := filepath.Join(filepath.Dir(path), "."+pod.Name+".yaml.tmp")
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return fmt.Errorf("writing pod %s: %w", pod.Name, err)
 	}
-	if err := os.Rename(tmp, s.manifestPath(pod.Name)); err != nil {
+	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("writing pod %s: %w", pod.Name, err)
 	}
 	return nil
@@ -120,11 +129,15 @@ func (s *Sandbox) WritePod(pod *corev1.Pod) error {
 // the kubelet's garbage collection) and returns once none of its containers
 // is left.
 func (s *Sandbox) RemovePod(ctx context.Context, name string) error {
-	if err := os.Remove(s.manifestPath(name)); err != nil {
+	path, err := s.manifestPath(name)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("removing manifest of pod %s: %w", name, err)
 	}
 	podName := s.PodName(name)
-	err := s.pollCRI(ctx, "the kubelet to stop pod "+podName, func(cs []Container, ps []PodSandbox) bool {
+	err = s.pollCRI(ctx, "the kubelet to stop pod "+podName, func(cs []Container, ps []PodSandbox) bool {
 		for _, c := range cs {
 			if c.Pod == podName && c.State == ContainerRunning {
 				return false
@@ -190,6 +203,9 @@ func (s *Sandbox) pollCRI(ctx context.Context, what string, done func([]Containe
 // WaitContainer waits until the container named container of the static pod
 // from manifest name runs, and returns it (the latest attempt).
 func (s *Sandbox) WaitContainer(ctx context.Context, name, container string) (Container, error) {
+	if _, err := s.manifestPath(name); err != nil {
+		return Container{}, err
+	}
 	podName := s.PodName(name)
 	var found Container
 	var seen []string

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -100,4 +101,26 @@ func TestParseEnviron(t *testing.T) {
 func TestParseProcStatus(t *testing.T) {
 	got := ParseProcStatus("Name:\tsh\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t0\nno colon here\n")
 	assert.Equal(t, map[string]string{"Name": "sh", "Cpus_allowed_list": "0-1", "Mems_allowed_list": "0"}, got)
+}
+
+// Without a kubelet nobody reads static pods: the pod calls say so instead
+// of writing manifests into the void.
+func TestStaticPodsNeedKubelet(t *testing.T) {
+	sb := &Sandbox{opts: Options{NoKubelet: true, NodeName: DefaultNodeName}}
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{name: "WritePod", call: func() error { return sb.WritePod(busyboxPod("web")) }},
+		{name: "RemovePod", call: func() error { return sb.RemovePod(context.Background(), "web") }},
+		{name: "WaitContainer", call: func() error { _, err := sb.WaitContainer(context.Background(), "web", "main"); return err }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "static pod web: the sandbox runs without a kubelet (Options.NoKubelet)")
+		})
+	}
+	assert.Empty(t, sb.KubeletLog(), "no kubelet, no kubelet log")
 }

@@ -29,6 +29,11 @@ type Options struct {
 	PreRegistered []PluginSpec
 	// KeepRunDir leaves the run dir (logs, configs) after teardown.
 	KeepRunDir bool
+	// NoKubelet leaves the kubelet out: the node is the runtime alone, and
+	// pods are made through CRI (Sandbox.CRI). A kubelet stops every pod it
+	// did not create at its next housekeeping (every 2 s), so pods made
+	// through raw CRI need this; with a kubelet, CRI.RunPodSandbox refuses.
+	NoKubelet bool
 	// Log receives the sandbox's progress; default logrus' standard logger.
 	Log logrus.FieldLogger
 }
@@ -156,8 +161,11 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.cri, err = newCRI(s.opts.Cache.Bin("crictl"), s.rt.Endpoint(), filepath.Join(s.dir, "cri")); err != nil {
+	if s.cri, err = newCRI(s.opts.Cache.Bin("crictl"), s.rt.Endpoint(), filepath.Join(s.dir, "cri"), !s.opts.NoKubelet); err != nil {
 		return err
+	}
+	if s.opts.NoKubelet {
+		return nil
 	}
 	ip, err := nodeIP()
 	if err != nil {
@@ -204,8 +212,13 @@ func (s *Sandbox) NodeName() string { return s.opts.NodeName }
 // CgroupRoot is the kubelet's cgroup root; pods live in CgroupRoot/kubepods.
 func (s *Sandbox) CgroupRoot() string { return cgroupRootFor(s.dir) }
 
-// KubeletLog returns the path of the kubelet's log.
-func (s *Sandbox) KubeletLog() string { return s.kubelet.process.logPath }
+// KubeletLog returns the path of the kubelet's log; "" without a kubelet.
+func (s *Sandbox) KubeletLog() string {
+	if s.kubelet == nil {
+		return ""
+	}
+	return s.kubelet.process.logPath
+}
 
 // RestartRuntime kills the runtime with SIGKILL and starts it again; the
 // containers stay up in their shims and the kubelet reconnects by itself.
