@@ -1,0 +1,241 @@
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	rspec "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/common/topology/locality"
+	"github.com/nri-suite/nri-suite/e2e/harness"
+)
+
+const pluginPkg = "./plugins/device-injector"
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+// exampleSpec describes /dev/null (1:3, on every Linux host) under another
+// path, with an env var and a mount, as example.com/dev=null, and /dev/zero
+// as example.com/dev=zero.
+const exampleSpec = `cdiVersion: "0.6.0"
+kind: example.com/dev
+devices:
+- name: "null"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/example-null
+      hostPath: /dev/null
+      type: c
+      major: 1
+      minor: 3
+    env: [EXAMPLE_DEVICE=null]
+    mounts:
+    - hostPath: /opt/example
+      containerPath: /opt/example
+      options: [ro, bind]
+- name: zero
+  containerEdits:
+    deviceNodes:
+    - path: /dev/zero
+`
+
+// node is a runtime with the device-injector connected.
+type node struct {
+	rt      *harness.Runtime
+	specDir string
+	records *state.Records[state.ContainerDevices]
+}
+
+// startNode starts a runtime and the plugin on a spec directory holding
+// specs (file name -> content) and a sysfs tree where 1:3 is on NUMA node 1.
+// The runtime resolves CDI devices the plugin hands it with the CDI library
+// on the same directory, as containerd does.
+func startNode(t *testing.T, config string, specs map[string]string) *node {
+	t.Helper()
+	n := &node{specDir: t.TempDir()}
+	for name, content := range specs {
+		require.NoError(t, os.WriteFile(filepath.Join(n.specDir, name), []byte(content), 0o644))
+	}
+	sysfs := t.TempDir()
+	require.NoError(t, locality.WriteDevice(sysfs, locality.Device{
+		PCIAddress: "0000:3b:00.0", NUMANode: 1, LocalCPUs: cpuset.New(2, 3),
+		Nodes: []locality.DeviceNode{{Kind: locality.Char, Major: 1, Minor: 3}},
+	}))
+	runtimeCDI, err := cdi.NewCache(cdi.WithSpecDirs(n.specDir), cdi.WithAutoRefresh(false))
+	require.NoError(t, err)
+	n.rt = harness.New(t, harness.WithCDIInjector(func(spec *rspec.Spec, devices []string) error {
+		_, err := runtimeCDI.InjectDevices(spec, devices...)
+		return err
+	}))
+	n.rt.StartPlugin(t, harness.BuildPlugin(t, pluginPkg), "10", "device-injector",
+		harness.WithConfig(fmt.Sprintf("spec-dirs: [%s]\n%s", n.specDir, config)),
+		harness.WithArgs("--log-level", "debug", "--http-addr", "127.0.0.1:0", "--sysfs-root", sysfs))
+	n.records, err = state.ContainerDeviceRecords(n.rt.SharedDir())
+	require.NoError(t, err)
+	return n
+}
+
+func podYAML(name, annotations string, containers ...string) string {
+	s := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: default\n  uid: uid-%s\n  annotations:\n%s\nspec:\n  containers:\n", name, name, annotations)
+	for _, c := range containers {
+		s += fmt.Sprintf("  - name: %s\n    image: busybox\n", c)
+	}
+	return s
+}
+
+func TestInjectsIntoTheSpec(t *testing.T) {
+	for _, mode := range []string{"plugin", "runtime"} {
+		t.Run(mode, func(t *testing.T) {
+			n := startNode(t, "mode: "+mode+"\n", map[string]string{"example.yaml": exampleSpec})
+			p := n.rt.RunPod(t, harness.ParsePod(t, podYAML("gpu",
+				`    cdi-devices.nri-suite.io/container.app: example.com/dev=null`, "app", "sidecar")))
+			app := p.Container("app")
+			spec := app.Spec()
+
+			dev := spec.Device("/dev/example-null")
+			require.NotNil(t, dev, "the device node is in the OCI spec")
+			assert.Equal(t, [3]any{"c", int64(1), int64(3)}, [3]any{dev.Type, dev.Major, dev.Minor})
+			v, ok := spec.Env("EXAMPLE_DEVICE")
+			assert.True(t, ok)
+			assert.Equal(t, "null", v)
+			m := spec.Mount("/opt/example")
+			require.NotNil(t, m)
+			assert.Equal(t, "/opt/example", m.Source)
+			allowed := false
+			for _, rule := range spec.Linux.Resources.Devices {
+				allowed = allowed || rule.Allow && rule.Type == "c" && *rule.Major == 1 && *rule.Minor == 3
+			}
+			assert.True(t, allowed, "the device cgroup allows 1:3")
+
+			if mode == "runtime" {
+				assert.Equal(t, []string{"example.com/dev=null"}, app.CDIDevices(), "the runtime injected it")
+			} else {
+				assert.Empty(t, app.CDIDevices(), "the plugin injected it")
+			}
+			assert.Nil(t, p.Container("sidecar").Spec().Device("/dev/example-null"), "only the annotated container")
+
+			rec, found, err := n.records.Read(app.ID())
+			require.NoError(t, err)
+			require.True(t, found)
+			assert.Equal(t, []state.InjectedDevice{{Name: "example.com/dev=null", Kind: "cdi", Path: "/dev/example-null",
+				Type: "c", Major: 1, Minor: 3, NUMANode: 1, LocalCPUs: "2-3"}}, rec.Devices)
+			assert.Equal(t, "gpu", rec.Pod)
+
+			n.rt.RemovePod(t, p)
+			keys, err := n.records.Keys()
+			require.NoError(t, err)
+			assert.Empty(t, keys, "records go with their containers")
+		})
+	}
+}
+
+func TestAnnotationKeys(t *testing.T) {
+	n := startNode(t, "mode: plugin\npolicy:\n  default:\n    device-paths: [/dev/full]\n    mount-sources: [/opt/*]\n",
+		map[string]string{"example.yaml": exampleSpec})
+	p := n.rt.RunPod(t, harness.ParsePod(t, podYAML("keys", `    cdi-devices.nri-suite.io/pod: example.com/dev=zero
+    cdi-devices.nri-suite.io/container.a: example.com/dev=null
+    cdi.k8s.io/container.b: example.com/dev=null
+    devices.noderesource.dev/container.c: |
+      - path: /dev/full
+    mounts.noderesource.dev/container.c: |
+      - {source: /opt/models, destination: /models, type: bind, options: [rbind, ro]}
+    cdi-devices.noderesource.dev/container.d: |
+      - example.com/dev=null`, "a", "b", "c", "d")))
+
+	for _, tc := range []struct {
+		container string
+		has       []string // device paths
+		lacks     []string
+	}{
+		{"a", []string{"/dev/example-null"}, []string{"/dev/zero"}},              // container key beats pod key
+		{"b", []string{"/dev/example-null", "/dev/zero"}, nil},                   // standard key joins the pod key
+		{"c", []string{"/dev/full", "/dev/zero"}, []string{"/dev/example-null"}}, // sample device key
+		{"d", []string{"/dev/example-null", "/dev/zero"}, nil},                   // sample CDI key
+	} {
+		t.Run(tc.container, func(t *testing.T) {
+			spec := p.Container(tc.container).Spec()
+			for _, path := range tc.has {
+				assert.NotNil(t, spec.Device(path), "%s has %s", tc.container, path)
+			}
+			for _, path := range tc.lacks {
+				assert.Nil(t, spec.Device(path), "%s lacks %s", tc.container, path)
+			}
+		})
+	}
+	m := p.Container("c").Spec().Mount("/models")
+	require.NotNil(t, m, "sample mount key")
+	assert.Equal(t, "/opt/models", m.Source)
+	assert.Equal(t, []string{"rbind", "ro"}, m.Options)
+}
+
+func TestRefusedCreations(t *testing.T) {
+	conflicting := `cdiVersion: "0.6.0"
+kind: example.com/dev
+devices:
+- name: "null"
+  containerEdits:
+    env: [OTHER=1]
+`
+	for _, tc := range []struct {
+		name        string
+		config      string
+		specs       map[string]string
+		annotations string
+		volume      string // a hostPath volume mounted at /opt/example
+		want        []string
+	}{
+		{
+			name: "policy", config: "policy:\n  default:\n    cdi: [other.com/*]\n",
+			annotations: "    cdi-devices.nri-suite.io: example.com/dev=null",
+			want:        []string{"denied by policy", "CDI device example.com/dev=null in namespace default"},
+		},
+		{
+			name: "host device path not allowed", annotations: "    devices.nri-suite.io: '[{path: /dev/full}]'",
+			want: []string{"device /dev/full", "policy.device-paths allows nothing"},
+		},
+		{
+			name: "unknown device", annotations: "    cdi-devices.nri-suite.io: example.com/dev=gpu7",
+			want: []string{"unresolvable CDI device example.com/dev=gpu7"},
+		},
+		{
+			name: "device two specs define", specs: map[string]string{"other.yaml": conflicting},
+			annotations: "    cdi-devices.nri-suite.io: example.com/dev=null",
+			want:        []string{"unresolvable CDI device example.com/dev=null", `conflicting device "example.com/dev=null"`, "other.yaml"},
+		},
+		{
+			name: "mount already present", annotations: "    cdi-devices.nri-suite.io: example.com/dev=null",
+			volume: "/var/lib/models",
+			want:   []string{"mount at /opt/example", "already mounts /var/lib/models there"},
+		},
+		{
+			name: "malformed annotation", annotations: "    devices.noderesource.dev: 'path: /dev/full'",
+			want: []string{"annotation devices.noderesource.dev=", "a YAML list of devices"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			specs := map[string]string{"example.yaml": exampleSpec}
+			for k, v := range tc.specs {
+				specs[k] = v
+			}
+			n := startNode(t, "mode: plugin\n"+tc.config, specs)
+			manifest := podYAML("refused", tc.annotations, "app")
+			if tc.volume != "" {
+				manifest += fmt.Sprintf("    volumeMounts:\n    - {name: v, mountPath: /opt/example}\n  volumes:\n  - name: v\n    hostPath: {path: %s}\n", tc.volume)
+			}
+			p := n.rt.NewPod(t, harness.ParsePod(t, manifest))
+			err := n.rt.StartPod(p)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "device-injector: container default/refused/app")
+			for _, want := range tc.want {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+}

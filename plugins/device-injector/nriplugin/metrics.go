@@ -1,0 +1,89 @@
+package nriplugin
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
+)
+
+// Kinds of injected items, the values of the kind label.
+const (
+	kindCDI   = "cdi"
+	kindNode  = "node"
+	kindMount = "mount"
+)
+
+// failureReasons map error classes to reason labels, first match wins;
+// other errors count as "other".
+var failureReasons = []struct {
+	err    error
+	reason string
+}{
+	{config.ErrDenied, "policy"},
+	{resolve.ErrUnresolvable, "unresolvable"},
+	{ErrNoDevice, "missing-device"},
+	{ErrConflict, "conflict"},
+	{ErrUnsupported, "unsupported"},
+}
+
+func failureReason(err error) string {
+	var annErr *request.Error
+	if errors.As(err, &annErr) {
+		return "invalid-annotation"
+	}
+	for _, r := range failureReasons {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return "other"
+}
+
+type metrics struct {
+	injections   *prometheus.CounterVec
+	failures     *prometheus.CounterVec
+	recordErrors prometheus.Counter
+}
+
+func newMetrics(namespace string) *metrics {
+	return &metrics{
+		injections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "injections_total",
+			Help: "Devices and mounts given to created containers, by mode (runtime, plugin) and kind (cdi, node, mount).",
+		}, []string{"mode", "kind"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "failures_total",
+			Help: "Container creations failed, by reason (invalid-annotation, policy, unresolvable, missing-device, conflict, unsupported, other).",
+		}, []string{"reason"}),
+		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "record_errors_total",
+			Help: "Device locality records that could not be published or removed in the shared state.",
+		}),
+	}
+}
+
+// register adds the metrics and those read from the CDI cache at scrape
+// time.
+func (m *metrics) register(reg prometheus.Registerer, namespace string, specErrors, devices func() int) error {
+	collectors := []prometheus.Collector{
+		m.injections, m.failures, m.recordErrors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "spec_errors",
+			Help: "Errors the CDI cache reports for spec files (invalid, conflicting), plus spec directories that cannot be read.",
+		}, func() float64 { return float64(specErrors()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "cdi_devices",
+			Help: "CDI devices the spec directories define (resolvable names).",
+		}, func() float64 { return float64(devices()) }),
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

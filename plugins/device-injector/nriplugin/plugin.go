@@ -1,0 +1,293 @@
+// Package nriplugin is the NRI side of the device-injector: at
+// CreateContainer it reads what the container asks for (package request),
+// checks it against the namespace's policy (package config), resolves CDI
+// names with the CDI cache (package resolve), checks everything against each
+// other and the container (plan), and returns the adjustment: CDI devices by
+// name in runtime mode, plain device nodes, mounts, env and hooks in plugin
+// mode. The located device nodes are published in the shared state for the
+// plugins that run later (topology-aware), and removed with the container.
+package nriplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/containerd/nri/pkg/api"
+	rspec "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/common/topology/locality"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
+)
+
+// Options are what the plugin needs besides the runner's Deps.
+type Options struct {
+	// SysfsRoot is where device locality is looked up (usually /sys).
+	SysfsRoot string
+}
+
+// Plugin is the device-injector NRI plugin.
+type Plugin struct {
+	log       *logrus.Entry
+	metrics   *metrics
+	resolver  *resolve.Resolver
+	records   *state.Records[state.ContainerDevices] // nil: sharing disabled
+	sysfsRoot string
+
+	mu  sync.RWMutex
+	cfg config.Config
+}
+
+// New builds the plugin with the default configuration; Configure replaces
+// it.
+func New(deps plugin.Deps, opts Options) (*Plugin, error) {
+	cfg, err := config.Parse(nil, "built-in defaults")
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{log: deps.Log, metrics: newMetrics(deps.MetricsNamespace), sysfsRoot: opts.SysfsRoot, cfg: cfg}
+	if deps.SharedDir != "" {
+		if p.records, err = state.ContainerDeviceRecords(deps.SharedDir); err != nil {
+			return nil, fmt.Errorf("create device-injector plugin: %w", err)
+		}
+	}
+	if p.resolver, err = resolve.New(cfg.SpecDirs); err != nil {
+		return nil, fmt.Errorf("create device-injector plugin: %w", err)
+	}
+	if err := p.metrics.register(deps.Registry, deps.MetricsNamespace, p.resolver.SpecErrors, p.resolver.Devices); err != nil {
+		p.resolver.Close()
+		return nil, fmt.Errorf("create device-injector plugin: register metrics: %w", err)
+	}
+	return p, nil
+}
+
+// Configure implements plugin.Configurable.
+func (p *Plugin) Configure(data []byte, source string) error {
+	cfg, err := config.Parse(data, source)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slices.Equal(cfg.SpecDirs, p.cfg.SpecDirs) {
+		if err := p.resolver.SetSpecDirs(cfg.SpecDirs); err != nil {
+			return err
+		}
+	}
+	p.cfg = cfg
+	log := p.log.WithFields(logrus.Fields{"source": source, "mode": cfg.EffectiveMode(), "spec_dirs": cfg.SpecDirs})
+	for _, problem := range resolve.DirProblems(cfg.SpecDirs) {
+		log.Warn(problem)
+	}
+	log.Info("configured")
+	return nil
+}
+
+// Close stops watching the spec directories.
+func (p *Plugin) Close() error {
+	p.resolver.Close()
+	return nil
+}
+
+// Synchronize removes the records of containers that went away while the
+// plugin was not connected.
+func (p *Plugin) Synchronize(_ context.Context, _ []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	if p.records == nil {
+		return nil, nil
+	}
+	keys, err := p.records.Keys()
+	if err != nil {
+		p.recordError("list device records", err)
+		return nil, nil
+	}
+	for _, key := range keys {
+		if !slices.ContainsFunc(ctrs, func(c *api.Container) bool { return c.GetId() == key }) {
+			if err := p.records.Remove(key); err != nil {
+				p.recordError("remove stale device record", err)
+			}
+		}
+	}
+	return nil, nil
+}
+
+// CreateContainer gives the container the devices and mounts it asks for,
+// or fails its creation saying why.
+func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	p.mu.RLock()
+	cfg := p.cfg
+	p.mu.RUnlock()
+	id := k8s.IdentityOf(pod, ctr)
+	mode := cfg.EffectiveMode()
+
+	inj, err := p.inject(cfg.Policy.For(id.Namespace), mode, pod, ctr, id)
+	if err != nil {
+		reason := failureReason(err)
+		p.metrics.failures.WithLabelValues(reason).Inc()
+		p.log.WithFields(id.Fields()).WithField("reason", reason).WithError(err).Info("refused container")
+		return nil, nil, fmt.Errorf("device-injector: container %s: %w", id, err)
+	}
+	if inj == nil {
+		return nil, nil, nil
+	}
+	for kind, n := range inj.counts {
+		p.metrics.injections.WithLabelValues(string(mode), kind).Add(float64(n))
+	}
+	p.publish(id, inj.devices)
+	p.log.WithFields(id.Fields()).WithFields(logrus.Fields{
+		"mode": mode, "cdi": inj.counts[kindCDI], "nodes": inj.counts[kindNode], "mounts": inj.counts[kindMount],
+	}).Info("injected devices")
+	return inj.adjust, nil, nil
+}
+
+// RemoveContainer drops the container's record.
+func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	if p.records != nil {
+		if err := p.records.Remove(ctr.GetId()); err != nil {
+			p.recordError("remove device record", err)
+		}
+	}
+	return nil
+}
+
+// injection is what one container gets.
+type injection struct {
+	adjust  *api.ContainerAdjustment
+	devices []state.InjectedDevice
+	counts  map[string]int // by kind
+}
+
+// inject works out the container's injection; nil when it asks for nothing.
+func (p *Plugin) inject(rule config.Rule, mode config.Mode, pod *api.PodSandbox, ctr *api.Container, id k8s.Identity) (*injection, error) {
+	req, err := request.Parse(pod.GetAnnotations(), id.Container)
+	if err != nil {
+		return nil, err
+	}
+	if req.Empty() {
+		return nil, nil
+	}
+	if err := checkPolicy(rule, id.Namespace, req); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(req.CDI))
+	for i, c := range req.CDI {
+		names[i] = c.Name
+	}
+	resolved, err := p.resolver.Resolve(names, resolve.Owner{UID: ctr.GetUser().GetUid(), GID: ctr.GetUser().GetGid()})
+	if err != nil {
+		return nil, err
+	}
+
+	pl := newPlan(ctr)
+	var errs []error
+	for _, d := range resolved {
+		errs = append(errs, pl.addCDI(d, mode))
+	}
+	nodes := make([]rspec.LinuxDevice, 0, len(req.Devices))
+	for _, d := range req.Devices {
+		node, err := hostDevice(d)
+		if err == nil {
+			err = pl.addDevice(node, source{name: "annotation " + d.Key})
+			nodes = append(nodes, node)
+		}
+		errs = append(errs, err)
+	}
+	for _, m := range req.Mounts {
+		mount := rspec.Mount{Source: m.Source, Destination: m.Destination, Type: m.Type, Options: m.Options}
+		errs = append(errs, pl.addMount(mount, source{name: "annotation " + m.Key}))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &injection{
+		adjust:  pl.adjustment(mode),
+		devices: p.locate(resolved, nodes, id),
+		counts:  map[string]int{kindCDI: len(resolved), kindNode: len(nodes), kindMount: len(req.Mounts)},
+	}, nil
+}
+
+// checkPolicy checks everything asked for, reporting every refusal.
+func checkPolicy(rule config.Rule, namespace string, req request.Request) error {
+	var errs []error
+	for _, c := range req.CDI {
+		errs = append(errs, rule.AllowCDI(namespace, c.Name))
+	}
+	for _, d := range req.Devices {
+		errs = append(errs, rule.AllowDevicePath(namespace, d.Path))
+	}
+	for _, m := range req.Mounts {
+		errs = append(errs, rule.AllowMountSource(namespace, m.Source))
+	}
+	return errors.Join(errs...)
+}
+
+// locate describes the injected device nodes with their NUMA locality.
+func (p *Plugin) locate(cdiDevices []resolve.Device, nodes []rspec.LinuxDevice, id k8s.Identity) []state.InjectedDevice {
+	var out []state.InjectedDevice
+	for _, d := range cdiDevices {
+		if len(d.Nodes) == 0 {
+			out = append(out, state.InjectedDevice{Name: d.Name, Kind: state.DeviceKindCDI, NUMANode: locality.UnknownNode})
+		}
+		for _, n := range d.Nodes {
+			out = append(out, p.locateNode(d.Name, state.DeviceKindCDI, n, id))
+		}
+	}
+	for _, n := range nodes {
+		out = append(out, p.locateNode(n.Path, state.DeviceKindNode, n, id))
+	}
+	return out
+}
+
+// locateNode looks a node up under the sysfs root. Locality only informs
+// placement, so a node sysfs does not know (virtual devices such as
+// /dev/null) is recorded with an unknown node rather than failing.
+func (p *Plugin) locateNode(name, kind string, n rspec.LinuxDevice, id k8s.Identity) state.InjectedDevice {
+	out := state.InjectedDevice{Name: name, Kind: kind, Path: n.Path, Type: n.Type, Major: n.Major, Minor: n.Minor,
+		NUMANode: locality.UnknownNode}
+	sysKind := locality.Char
+	if n.Type == "b" {
+		sysKind = locality.Block
+	}
+	loc, err := locality.OfDevice(p.sysfsRoot, sysKind, n.Major, n.Minor)
+	if err != nil {
+		entry := p.log.WithFields(id.Fields()).WithField("device", n.Path).WithError(err)
+		if errors.Is(err, locality.ErrNotFound) {
+			entry.Debug("device unknown to sysfs; its locality is unknown")
+		} else {
+			entry.Warn("could not locate device; its locality is unknown")
+		}
+		return out
+	}
+	out.NUMANode = loc.NUMANode
+	if !loc.CPUs.IsEmpty() {
+		out.LocalCPUs = loc.CPUs.String()
+	}
+	return out
+}
+
+// publish writes the container's record. A failure does not fail the
+// container, which has its devices: only their locality goes unpublished.
+func (p *Plugin) publish(id k8s.Identity, devices []state.InjectedDevice) {
+	if p.records == nil {
+		return
+	}
+	rec := state.ContainerDevices{
+		ContainerID: id.ContainerID, PodUID: id.PodUID, Namespace: id.Namespace,
+		Pod: id.Pod, Container: id.Container, Devices: devices,
+	}
+	if err := p.records.Publish(id.ContainerID, rec); err != nil {
+		p.recordError("publish device record", err)
+	}
+}
+
+func (p *Plugin) recordError(what string, err error) {
+	p.metrics.recordErrors.Inc()
+	p.log.WithError(err).Warn(what)
+}
