@@ -21,6 +21,14 @@ type Configurable interface {
 	Configure(data []byte, source string) error
 }
 
+// RuntimeAware is implemented by a plugin whose behaviour depends on which runtime it
+// is attached to (CRI-O v1.34 drops CDI adjustments, for one). SetRuntime is called at
+// every registration, before Synchronize, with the name and version the runtime
+// reports through NRI (e.g. "containerd", "v2.4.2").
+type RuntimeAware interface {
+	SetRuntime(name, version string)
+}
+
 // unknownFieldRE matches yaml.v3's report of a key that has no struct field.
 var unknownFieldRE = regexp.MustCompile(`^line (\d+): field (.+) not found in type .+$`)
 

@@ -103,6 +103,12 @@ func forward[T any](w *wrapper, event string, pod *api.PodSandbox, ctr *api.Cont
 // exactly the events it implements.
 func (w *wrapper) Configure(_ context.Context, config, runtime, version string) (api.EventMask, error) {
 	w.status.registered(runtime + " " + version)
+	if aware, ok := w.plugin.(RuntimeAware); ok {
+		err := w.call("Configure", nil, nil, func() error { aware.SetRuntime(runtime, version); return nil })
+		if err != nil {
+			return 0, err
+		}
+	}
 	if config == "" {
 		return w.events, nil
 	}

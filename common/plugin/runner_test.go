@@ -26,13 +26,14 @@ import (
 // recorder is a plugin that remembers what it was asked, in memory: the state a
 // reconnect must keep.
 type recorder struct {
-	mu      sync.Mutex
-	deps    Deps
-	created []string
-	syncs   [][]string
-	sources []string
-	env     map[string]string
-	closed  int
+	mu       sync.Mutex
+	deps     Deps
+	created  []string
+	syncs    [][]string
+	sources  []string
+	env      map[string]string
+	runtimes []string
+	closed   int
 }
 
 type recorderConfig struct {
@@ -71,6 +72,12 @@ func (p *recorder) Synchronize(_ context.Context, _ []*api.PodSandbox, ctrs []*a
 	return nil, nil
 }
 
+func (p *recorder) SetRuntime(name, version string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.runtimes = append(p.runtimes, name+" "+version)
+}
+
 func (p *recorder) Configure(data []byte, source string) error {
 	var cfg recorderConfig
 	if err := DecodeConfig(data, source, &cfg); err != nil {
@@ -94,11 +101,12 @@ func (p *recorder) snapshot() recorder {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return recorder{
-		created: slices.Clone(p.created),
-		syncs:   slices.Clone(p.syncs),
-		sources: slices.Clone(p.sources),
-		env:     p.env,
-		closed:  p.closed,
+		created:  slices.Clone(p.created),
+		syncs:    slices.Clone(p.syncs),
+		sources:  slices.Clone(p.sources),
+		env:      p.env,
+		runtimes: slices.Clone(p.runtimes),
+		closed:   p.closed,
 	}
 }
 
@@ -425,6 +433,10 @@ func TestConfigureFromRuntime(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, r.wrapper.events, events)
 			assert.Equal(t, tc.wantSources, p.snapshot().sources)
+			if tc.factory == nil {
+				assert.Equal(t, []string{"containerd v2.4.2"}, p.snapshot().runtimes,
+					"a RuntimeAware plugin learns the runtime at registration, with or without config")
+			}
 		})
 	}
 }

@@ -31,11 +31,11 @@
 // directories 0700); shared records are read by every plugin, possibly under
 // other users or in other containers (files 0644, new directories 0755).
 //
-// Record kinds: "plugins" (PluginStatus, published by the runner, read by the
-// stats plugin) exists now. Kinds planned by later work, each with its own
-// record type defined here when it lands: "placements" (topology-aware's CPUs
-// and NUMA nodes per container, keyed by container ID), "devices"
-// (device-injector's device locality and KEP-4680 health, per device and per
-// container) and "readiness" (sidecar-order's sidecar readiness, keyed by pod
-// UID).
+// Record kinds, each defined here so that no plugin imports another:
+// "plugins" (PluginStatus, published by every runner, read by the stats
+// plugin) and "devices" (ContainerDevices: device-injector's devices and
+// their locality per container, read by topology-aware and stats). Kinds
+// planned by later work: "placements" (topology-aware's CPUs and NUMA nodes
+// per container), device health (KEP-4680) and "readiness" (sidecar-order's
+// sidecar readiness, keyed by pod UID).
 package state

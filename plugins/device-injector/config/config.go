@@ -64,8 +64,9 @@ type File struct {
 	SpecDirs []string `yaml:"spec-dirs"`
 	// Mode is runtime, plugin or auto (default).
 	Mode string `yaml:"mode"`
-	// Runtime is the runtime's name as NRI reports it ("containerd",
-	// "cri-o"), for mode auto; empty means unknown. See EffectiveMode.
+	// Runtime overrides, for mode auto, the runtime name that NRI reports at
+	// registration ("containerd", "cri-o"); empty: trust the report. See
+	// EffectiveMode.
 	Runtime string `yaml:"runtime"`
 	// UnhealthyAction is fail (default) or warn.
 	UnhealthyAction string `yaml:"unhealthy-action"`
@@ -133,15 +134,20 @@ func (f File) config() (Config, error) {
 	return cfg, nil
 }
 
-// EffectiveMode resolves ModeAuto: runtime mode on containerd, which applies
-// NRI's CDI adjustments; plugin mode on CRI-O (v1.34 drops them silently)
-// and on any runtime it does not know, since plugin mode needs nothing of
-// the runtime.
-func (c Config) EffectiveMode() Mode {
+// EffectiveMode resolves ModeAuto for the runtime that reported itself as
+// reported (the config's runtime key wins when set): runtime mode on
+// containerd, which applies NRI's CDI adjustments; plugin mode on CRI-O
+// (v1.34 drops them silently) and on any runtime it does not know, since
+// plugin mode needs nothing of the runtime.
+func (c Config) EffectiveMode(reported string) Mode {
 	if c.Mode != ModeAuto {
 		return c.Mode
 	}
-	if strings.EqualFold(c.Runtime, "containerd") {
+	runtime := c.Runtime
+	if runtime == "" {
+		runtime = reported
+	}
+	if strings.EqualFold(runtime, "containerd") {
 		return ModeRuntime
 	}
 	return ModePlugin

@@ -84,19 +84,22 @@ policy:
 
 func TestEffectiveMode(t *testing.T) {
 	for _, tc := range []struct {
-		mode    Mode
-		runtime string
-		want    Mode
+		mode     Mode
+		runtime  string // the config's override
+		reported string // what NRI reported
+		want     Mode
 	}{
-		{ModeAuto, "containerd", ModeRuntime},
-		{ModeAuto, "cri-o", ModePlugin},
-		{ModeAuto, "", ModePlugin},
-		{ModeAuto, "nri-suite-harness", ModePlugin},
-		{ModeRuntime, "cri-o", ModeRuntime},
-		{ModePlugin, "containerd", ModePlugin},
+		{ModeAuto, "", "containerd", ModeRuntime},
+		{ModeAuto, "", "cri-o", ModePlugin},
+		{ModeAuto, "", "", ModePlugin},
+		{ModeAuto, "", "nri-suite-harness", ModePlugin},
+		{ModeAuto, "containerd", "", ModeRuntime},
+		{ModeAuto, "cri-o", "containerd", ModePlugin},
+		{ModeRuntime, "", "cri-o", ModeRuntime},
+		{ModePlugin, "", "containerd", ModePlugin},
 	} {
-		t.Run(string(tc.mode)+"/"+tc.runtime, func(t *testing.T) {
-			assert.Equal(t, tc.want, Config{Mode: tc.mode, Runtime: tc.runtime}.EffectiveMode())
+		t.Run(string(tc.mode)+"/"+tc.runtime+"/"+tc.reported, func(t *testing.T) {
+			assert.Equal(t, tc.want, Config{Mode: tc.mode, Runtime: tc.runtime}.EffectiveMode(tc.reported))
 		})
 	}
 }
@@ -178,6 +181,6 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 		}
-		assert.Contains(t, []Mode{ModeRuntime, ModePlugin}, cfg.EffectiveMode())
+		assert.Contains(t, []Mode{ModeRuntime, ModePlugin}, cfg.EffectiveMode(""))
 	})
 }

@@ -42,8 +42,9 @@ type Plugin struct {
 	records   *state.Records[state.ContainerDevices] // nil: sharing disabled
 	sysfsRoot string
 
-	mu  sync.RWMutex
-	cfg config.Config
+	mu      sync.RWMutex
+	cfg     config.Config
+	runtime string // the runtime's name as NRI reported it at registration
 }
 
 // New builds the plugin with the default configuration; Configure replaces
@@ -83,12 +84,21 @@ func (p *Plugin) Configure(data []byte, source string) error {
 		}
 	}
 	p.cfg = cfg
-	log := p.log.WithFields(logrus.Fields{"source": source, "mode": cfg.EffectiveMode(), "spec_dirs": cfg.SpecDirs})
+	log := p.log.WithFields(logrus.Fields{"source": source, "mode": cfg.EffectiveMode(p.runtime), "spec_dirs": cfg.SpecDirs})
 	for _, problem := range resolve.DirProblems(cfg.SpecDirs) {
 		log.Warn(problem)
 	}
 	log.Info("configured")
 	return nil
+}
+
+// SetRuntime implements plugin.RuntimeAware: mode auto depends on whether the
+// runtime applies NRI's CDI adjustments.
+func (p *Plugin) SetRuntime(name, version string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.runtime = name
+	p.log.WithFields(logrus.Fields{"runtime": name, "version": version, "mode": p.cfg.EffectiveMode(name)}).Info("attached to runtime")
 }
 
 // Close stops watching the spec directories.
@@ -122,10 +132,10 @@ func (p *Plugin) Synchronize(_ context.Context, _ []*api.PodSandbox, ctrs []*api
 // or fails its creation saying why.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	p.mu.RLock()
-	cfg := p.cfg
+	cfg, runtime := p.cfg, p.runtime
 	p.mu.RUnlock()
 	id := k8s.IdentityOf(pod, ctr)
-	mode := cfg.EffectiveMode()
+	mode := cfg.EffectiveMode(runtime)
 
 	inj, err := p.inject(cfg.Policy.For(id.Namespace), mode, pod, ctr, id)
 	if err != nil {
