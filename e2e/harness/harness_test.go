@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -210,6 +211,78 @@ func TestPluginRestartSynchronizesLiveContainers(t *testing.T) {
 
 	p.Stop(t)
 	assert.Zero(t, p.PID())
+}
+
+func TestStopAndStartInTwoSteps(t *testing.T) {
+	bin := harness.BuildPlugin(t, testPlugin)
+	rt := harness.New(t)
+	p := rt.StartPlugin(t, bin, "50", "e2e-test")
+	assert.Zero(t, rt.PluginLatency("50-e2e-test", "CreateContainer"), "no creation yet")
+	assert.Positive(t, rt.PluginLatency("50-e2e-test", "Synchronize"))
+	rt.RunPod(t, pod(t, "besteffort.yaml"))
+	assert.Positive(t, rt.PluginLatency("50-e2e-test", "CreateContainer"), "the runtime timed the plugin's call")
+
+	rt.Stop()
+	require.ErrorContains(t, rt.StartPod(rt.NewPod(t, pod(t, "burstable.yaml"))), "the runtime is stopped")
+	rt.Start(t)
+	p.WaitSynchronized(t)
+	assert.Equal(t, 2, rt.SyncCount("50-e2e-test"))
+	rt.RunPod(t, pod(t, "burstable.yaml")).Container("web").RequireEnv(t, "NRI_SUITE_E2E", "e2e-test")
+}
+
+// TestUpdatesFindContainersByID: a pod run again after its removal has the
+// same container ids; updates reach the live container, not the removed one.
+func TestUpdatesFindContainersByID(t *testing.T) {
+	var targetID string
+	update := &builtin.BuiltinPlugin{Index: "05", Base: "update", Handlers: builtin.BuiltinHandlers{
+		CreateContainer: func(_ context.Context, req *api.CreateContainerRequest) (*api.CreateContainerResponse, error) {
+			if req.Container.Name == "idle" {
+				targetID = req.Container.Id
+				return nil, nil
+			}
+			return &api.CreateContainerResponse{Update: []*api.ContainerUpdate{{ContainerId: targetID, Linux: &api.LinuxContainerUpdate{
+				Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "1"}},
+			}}}}, nil
+		},
+	}}
+	rt := harness.New(t, harness.WithBuiltin(update))
+	first := rt.RunPod(t, pod(t, "besteffort.yaml"))
+	rt.RemovePod(t, first)
+	again := rt.RunPod(t, pod(t, "besteffort.yaml"))
+	require.Equal(t, first.Container("idle").ID(), again.Container("idle").ID(), "the same pod, the same ids")
+	rt.RunPod(t, pod(t, "burstable.yaml"))
+	again.Container("idle").RequireCPUs(t, "1")
+	assert.Empty(t, first.Container("idle").Updates(), "the removed container got nothing")
+}
+
+func TestUpdatesKeepTheLast32(t *testing.T) {
+	var targetID string
+	n := 0
+	counter := &builtin.BuiltinPlugin{Index: "05", Base: "counter", Handlers: builtin.BuiltinHandlers{
+		CreateContainer: func(_ context.Context, req *api.CreateContainerRequest) (*api.CreateContainerResponse, error) {
+			if targetID == "" {
+				targetID = req.Container.Id
+				return nil, nil
+			}
+			n++
+			return &api.CreateContainerResponse{Update: []*api.ContainerUpdate{{ContainerId: targetID, Linux: &api.LinuxContainerUpdate{
+				Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: fmt.Sprint(n)}},
+			}}}}, nil
+		},
+	}}
+	rt := harness.New(t, harness.WithBuiltin(counter))
+	target := rt.RunPod(t, pod(t, "besteffort.yaml")).Container("idle")
+	for i := range 70 {
+		manifest := pod(t, "burstable.yaml")
+		manifest.Name = fmt.Sprintf("burstable-%d", i)
+		rt.RunPod(t, manifest)
+	}
+	require.Greater(t, n, 64, "enough updates to drop some twice")
+	updates := target.Updates()
+	require.Len(t, updates, 32)
+	assert.Equal(t, fmt.Sprint(n-31), updates[0].GetCpu().GetCpus(), "the oldest kept")
+	assert.Equal(t, fmt.Sprint(n), updates[31].GetCpu().GetCpus(), "the latest")
+	target.RequireCPUs(t, fmt.Sprint(n))
 }
 
 func TestResizeContainer(t *testing.T) {

@@ -159,7 +159,7 @@ func (rt *Runtime) CreateContainer(c *Container) error {
 	c.adjustment = rsp.GetAdjust()
 	c.created = true
 	c.status = kubepod.ContainerStatus{State: api.ContainerState_CONTAINER_CREATED, CreatedAt: rt.tick()}
-	rt.containers = append(rt.containers, c)
+	rt.addContainerLocked(c)
 	// containerd only logs a failed post-create notification.
 	rt.logErr(nri.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c.nriLocked()}))
 	return nil
@@ -336,7 +336,7 @@ func (rt *Runtime) removeLocked(c *Container) error {
 	}
 	err = nri.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: c.Pod.NRI(), Container: c.nriLocked()})
 	c.removed = true
-	rt.containers = slices.DeleteFunc(rt.containers, func(x *Container) bool { return x == c })
+	rt.removeContainerLocked(c)
 	if err != nil {
 		return fmt.Errorf("removing container %s of pod %s/%s: %w", c.Name(), c.Pod.Namespace(), c.Pod.Name(), err)
 	}

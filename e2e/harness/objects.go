@@ -109,12 +109,19 @@ func (c *Container) Adjustment() *api.ContainerAdjustment {
 	return c.adjustment
 }
 
-// Updates are the resources of every update the plugins applied to this
-// container after its creation, oldest first (in-place resizes included).
+// updateHistory is how many updates a container remembers: tests look at
+// the last few, while a benchmark makes thousands per container, which
+// containerd does not keep either (and a growing heap would slow down the
+// runtime it measures).
+const updateHistory = 32
+
+// Updates are the resources of the updates the plugins applied to this
+// container after its creation (in-place resizes included), oldest first:
+// the last 32.
 func (c *Container) Updates() []*api.LinuxResources {
 	c.Pod.rt.mu.Lock()
 	defer c.Pod.rt.mu.Unlock()
-	return append([]*api.LinuxResources(nil), c.updates...)
+	return append([]*api.LinuxResources(nil), c.updates[max(0, len(c.updates)-updateHistory):]...)
 }
 
 // CDIDevices are the CDI device names the plugins asked the runtime to inject.
@@ -143,6 +150,11 @@ func (c *Container) applyUpdateLocked(r *api.LinuxResources) {
 		return
 	}
 	kubepod.WithResources(c.spec, kubepod.FromNRIResources(r))
+	// Up to twice the history, then the older half goes: amortized O(1).
+	if len(c.updates) == 2*updateHistory {
+		c.updates = append(c.updates[:0], c.updates[updateHistory:]...)
+		clear(c.updates[updateHistory:cap(c.updates)])
+	}
 	c.updates = append(c.updates, r)
 }
 

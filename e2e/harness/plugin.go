@@ -12,13 +12,12 @@ import (
 	"time"
 )
 
-// Bounds of the polls for plugin processes. Generous: plugin binaries may be
+// Bounds of the waits for plugin processes. Generous: plugin binaries may be
 // race-instrumented and the machine shared; a healthy plugin takes well
 // under a second.
 const (
 	registrationWait = 30 * time.Second
 	stopWait         = 10 * time.Second
-	pollInterval     = 10 * time.Millisecond
 
 	// raceExitCode is the status a -race binary exits with after a report.
 	raceExitCode = 66
@@ -224,20 +223,21 @@ func (p *Plugin) Restart(t testing.TB) {
 // Restart once the plugin has reconnected.
 func (p *Plugin) WaitSynchronized(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(registrationWait)
+	deadline := time.NewTimer(registrationWait)
+	defer deadline.Stop()
 	for {
-		if n := p.rt.reg.syncCount(p.QualifiedName()); n > p.synced {
+		n, changed := p.rt.reg.watch(p.QualifiedName())
+		if n > p.synced {
 			p.synced = n
 			p.rt.waitSyncCommitted()
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("plugin %s did not register and synchronize within %v; its log:\n%s", p.QualifiedName(), registrationWait, p.Log())
-		}
 		select {
+		case <-changed:
 		case <-p.done:
 			t.Fatalf("plugin %s exited (%v) before it registered and synchronized; its log:\n%s", p.QualifiedName(), p.err, p.Log())
-		case <-time.After(pollInterval):
+		case <-deadline.C:
+			t.Fatalf("plugin %s did not register and synchronize within %v; its log:\n%s", p.QualifiedName(), registrationWait, p.Log())
 		}
 	}
 }

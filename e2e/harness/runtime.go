@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/adaptation/builtin"
@@ -41,7 +43,10 @@ type Runtime struct {
 	proxy      *socketProxy
 	pods       []*Pod
 	containers []*Container // live (created, running or stopped, not removed), in creation order
-	clock      int64
+	// byID indexes containers: an update names its container by id, and an
+	// exclusive CPU grant updates hundreds of them in one call.
+	byID  map[string]*Container
+	clock int64
 }
 
 // Option configures a Runtime.
@@ -86,7 +91,7 @@ func WithBuiltin(plugins ...*builtin.BuiltinPlugin) Option {
 // plugins must have registered and synchronized when New returns.
 func New(t testing.TB, opts ...Option) *Runtime {
 	t.Helper()
-	rt := &Runtime{t: t, reg: newRegistry()}
+	rt := &Runtime{t: t, reg: newRegistry(), byID: map[string]*Container{}}
 	for _, o := range opts {
 		o(&rt.opts)
 	}
@@ -133,6 +138,14 @@ func (rt *Runtime) SharedDir() string { return rt.sharedDir }
 // SyncCount is how many Synchronize calls the plugin registered as
 // "NN-name" has completed with this runtime, across restarts.
 func (rt *Runtime) SyncCount(plugin string) int { return rt.reg.syncCount(plugin) }
+
+// PluginLatency is how long the last call of op (an NRI event name such as
+// "CreateContainer", or "Synchronize") to the plugin "NN-name" took, as the
+// runtime measured it: the request sent, the plugin's handler, the response
+// received. 0 before the first call.
+func (rt *Runtime) PluginLatency(plugin, op string) time.Duration {
+	return rt.reg.lastLatency(plugin, op)
+}
 
 func (rt *Runtime) start(t testing.TB) {
 	t.Helper()
@@ -194,7 +207,27 @@ func (rt *Runtime) stop() {
 // reconnect on their own (Plugin.WaitSynchronized).
 func (rt *Runtime) Restart(t testing.TB) {
 	t.Helper()
-	rt.stop()
+	rt.Stop()
+	rt.Start(t)
+}
+
+// Stop stops the runtime's NRI side as containerd's exit does: external
+// plugins see their connection drop, pre-registered ones are killed. The
+// pods and containers stay. Restart is Stop then Start; the two steps let a
+// test act, or measure, in between.
+func (rt *Runtime) Stop() { rt.stop() }
+
+// Start starts a stopped runtime's NRI side again, as Restart does after
+// stopping it: it returns once the pre-registered plugins are launched and
+// synchronized. Starting a running runtime fails the test.
+func (rt *Runtime) Start(t testing.TB) {
+	t.Helper()
+	rt.mu.Lock()
+	running := rt.nri != nil
+	rt.mu.Unlock()
+	if running {
+		t.Fatalf("starting the runtime: it is running")
+	}
 	rt.start(t)
 }
 
@@ -251,12 +284,30 @@ func (rt *Runtime) applyUpdatesLocked(updates []*api.ContainerUpdate) []*api.Con
 }
 
 func (rt *Runtime) containerLocked(id string) *Container {
-	for _, c := range rt.containers {
-		if c.ID() == id {
-			return c
+	return rt.byID[id]
+}
+
+// addContainerLocked makes a created container live.
+func (rt *Runtime) addContainerLocked(c *Container) {
+	rt.containers = append(rt.containers, c)
+	if _, dup := rt.byID[c.ID()]; !dup { // the oldest of equal ids wins, as in creation order
+		rt.byID[c.ID()] = c
+	}
+}
+
+// removeContainerLocked forgets a removed container.
+func (rt *Runtime) removeContainerLocked(c *Container) {
+	rt.containers = slices.DeleteFunc(rt.containers, func(x *Container) bool { return x == c })
+	if rt.byID[c.ID()] != c {
+		return
+	}
+	delete(rt.byID, c.ID())
+	for _, x := range rt.containers {
+		if x.ID() == c.ID() {
+			rt.byID[x.ID()] = x
+			return
 		}
 	}
-	return nil
 }
 
 // tick is a logical clock for container timestamps: deterministic and ordered.

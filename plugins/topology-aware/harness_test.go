@@ -48,6 +48,9 @@ type nodeOptions struct {
 	config   string
 	runtime  []harness.Option
 	logLevel string // default debug
+	// tmpfs puts the checkpoint and the shared state on a tmpfs, where a
+	// node keeps them (/run), so that benchmarks do not time a disk's fsync.
+	tmpfs bool
 }
 
 func startNode(t testing.TB, fixture string, opts nodeOptions) *node {
@@ -61,13 +64,31 @@ func startNode(t testing.TB, fixture string, opts nodeOptions) *node {
 	if opts.logLevel == "" {
 		opts.logLevel = "debug"
 	}
-	pluginOpts := []harness.PluginOption{harness.WithArgs("--log-level", opts.logLevel, "--http-addr", n.httpAddr,
-		"--sysfs-root", root, "--state-dir", n.stateDir)}
+	args := []string{"--log-level", opts.logLevel, "--http-addr", n.httpAddr, "--sysfs-root", root}
+	if opts.tmpfs {
+		// Given after the harness's --shared-dir, so it wins.
+		n.stateDir = tmpfsDir(t)
+		args = append(args, "--shared-dir", tmpfsDir(t))
+	}
+	args = append(args, "--state-dir", n.stateDir)
+	pluginOpts := []harness.PluginOption{harness.WithArgs(args...)}
 	if opts.config != "" {
 		pluginOpts = append(pluginOpts, harness.WithConfig(opts.config))
 	}
 	n.plugin = n.rt.StartPlugin(t, harness.BuildPlugin(t, pluginPkg), "30", "topology-aware", pluginOpts...)
 	return n
+}
+
+// tmpfsDir is a new directory on /dev/shm, a tmpfs, removed after the
+// test; a test directory where the machine has no /dev/shm.
+func tmpfsDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "nri-topology-aware-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // freeLoopbackAddr picks a loopback port for the plugin's metrics. The
@@ -632,11 +653,18 @@ func TestCheckpointAndRecordsFollowTheLiveState(t *testing.T) {
 		keys, err := recs.Keys()
 		return err == nil && slices.Equal(keys, ids)
 	}, 10*time.Second, 10*time.Millisecond)
+	poolRecs, err := nriplugin.PoolRecords(n.rt.SharedDir())
+	require.NoError(t, err)
+	pools, err := poolRecs.List()
+	require.NoError(t, err)
 	for _, c := range ctrs {
 		rec, found, err := recs.Read(c.ID())
 		require.NoError(t, err)
 		require.True(t, found)
-		assert.Equal(t, c.Spec().CPUs(), rec.CPUs, "%s's record", c.Name())
+		cpus, mems, err := rec.Resolve(pools)
+		require.NoError(t, err)
+		assert.Equal(t, c.Spec().CPUs(), cpus, "%s's record", c.Name())
+		assert.Equal(t, c.Spec().Mems(), mems, "%s's record", c.Name())
 		assert.Equal(t, c.Pod.Name(), rec.Pod)
 		assert.Equal(t, c.Name(), rec.Container)
 	}
@@ -691,68 +719,6 @@ func TestMetrics(t *testing.T) {
 	} {
 		assert.Contains(t, text, want)
 	}
-}
-
-// BenchmarkCreateContainer measures the CreateContainer round trip through
-// the runtime's NRI adaptation and the plugin process (request, placement,
-// adjustment, updates of every shared container) with live containers on
-// the 256-CPU fixture; half the created containers are exclusive, so the
-// shared ones are updated in every other call. It reports p50 and p99.
-func BenchmarkCreateContainer(b *testing.B) {
-	for _, live := range []int{0, 100, 250} {
-		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
-			// Info, as in production: debug logs every update.
-			n := startNode(b, "nps4-2s-12n-256c-cpuless", nodeOptions{logLevel: "info"})
-			for i := range live {
-				manifest := pod(b, "burstable.yaml")
-				manifest.Name = fmt.Sprintf("live-%d", i)
-				n.rt.RunPod(b, manifest)
-			}
-			files := []string{"guaranteed-2cpu.yaml", "burstable.yaml"}
-			sum0, count0 := n.handlerTime(b, "CreateContainer")
-			var took []time.Duration
-			i := 0
-			for b.Loop() {
-				b.StopTimer()
-				manifest := pod(b, files[i%len(files)])
-				manifest.Name = fmt.Sprintf("bench-%d", i)
-				i++
-				p := n.rt.NewPod(b, manifest)
-				require.NoError(b, n.rt.RunPodSandbox(p))
-				c := p.Containers()[0]
-				b.StartTimer()
-				start := time.Now()
-				err := n.rt.CreateContainer(c)
-				took = append(took, time.Since(start))
-				b.StopTimer()
-				require.NoError(b, err)
-				n.rt.RemovePod(b, p)
-				b.StartTimer()
-			}
-			slices.Sort(took)
-			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
-			sum, count := n.handlerTime(b, "CreateContainer")
-			b.ReportMetric((sum-sum0)/(count-count0)*1e6, "plugin-µs/op")
-		})
-	}
-}
-
-// handlerTime reads the runner's total time and count of the plugin's
-// handler for event from /metrics.
-func (n *node) handlerTime(t testing.TB, event string) (seconds, count float64) {
-	t.Helper()
-	text := n.scrape(t)
-	for _, line := range strings.Split(text, "\n") {
-		var v float64
-		if _, err := fmt.Sscanf(line, `nri_suite_topology_aware_handler_duration_seconds_sum{event="`+event+`"} %g`, &v); err == nil {
-			seconds = v
-		}
-		if _, err := fmt.Sscanf(line, `nri_suite_topology_aware_handler_duration_seconds_count{event="`+event+`"} %g`, &v); err == nil {
-			count = v
-		}
-	}
-	return seconds, count
 }
 
 // scrape returns the plugin's /metrics.

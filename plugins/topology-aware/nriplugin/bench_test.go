@@ -3,6 +3,7 @@ package nriplugin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,41 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// The handlers called directly, without NRI: the plugin's own share of a
+// round trip (the harness benchmarks in ../bench_test.go measure the whole).
+
+const benchFixture = "nps4-2s-12n-256c-cpuless"
+
+// livePod is the container of a testdata pod as the i-th of many: its own
+// pod, pod uid and container id.
+func livePod(b *testing.B, file, container string, i int) (*api.PodSandbox, *api.Container) {
+	pod, ctr := nriPod(b, file, container)
+	pod.Id, pod.Uid, pod.Name = fmt.Sprintf("pod-%d", i), fmt.Sprintf("uid-%d", i), fmt.Sprintf("%s-%d", pod.Name, i)
+	ctr.Id, ctr.PodSandboxId = fmt.Sprintf("ctr-%d", i), pod.Id
+	return pod, ctr
+}
+
+// populate creates n containers, one in ten exclusive (2 CPUs), the others
+// shared, and returns the runtime's view of them.
+func populate(b *testing.B, p *Plugin, n int) *runtimeView {
+	v := newRuntimeView()
+	synchronize(b, p, v)
+	for i := range n {
+		file, name := "burstable.yaml", "web"
+		if i%10 == 0 {
+			file, name = "guaranteed-2cpu.yaml", "app"
+		}
+		pod, ctr := livePod(b, file, name, i)
+		adjust, updates, err := p.CreateContainer(context.Background(), pod, ctr)
+		require.NoError(b, err)
+		v.pods[pod.GetId()], v.ctrs[ctr.GetId()] = pod, ctr
+		cpu := adjust.GetLinux().GetResources().GetCpu()
+		v.setCPUs(ctr.GetId(), cpu.GetCpus(), cpu.GetMems())
+		v.apply(b, updates)
+	}
+	return v
+}
+
 // BenchmarkCreateContainer measures the plugin's CreateContainer handler
 // in-process (no NRI transport) with live shared containers on the 256-CPU
 // fixture, alternating an exclusive and a shared container, each stopped
@@ -18,7 +54,7 @@ import (
 func BenchmarkCreateContainer(b *testing.B) {
 	for _, live := range []int{0, 100, 250, 500} {
 		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
-			p := newTestPlugin(b, "nps4-2s-12n-256c-cpuless", nil)
+			p := newTestPlugin(b, benchFixture, nil)
 			v := newRuntimeView()
 			synchronize(b, p.Plugin, v)
 			for i := range live {
@@ -27,13 +63,25 @@ func BenchmarkCreateContainer(b *testing.B) {
 				_, _, err := p.CreateContainer(context.Background(), pod, ctr)
 				require.NoError(b, err)
 			}
-			files := [][2]string{{"guaranteed-2cpu.yaml", "app"}, {"burstable.yaml", "web"}}
+			// Parsed once: parsing YAML between the calls would make
+			// garbage that the calls pay for in collections.
+			type template struct {
+				pod *api.PodSandbox
+				ctr *api.Container
+			}
+			var templates []template
+			for _, f := range [][2]string{{"guaranteed-2cpu.yaml", "app"}, {"burstable.yaml", "web"}} {
+				pod, ctr := nriPod(b, f[0], f[1])
+				templates = append(templates, template{pod, ctr})
+			}
 			var took []time.Duration
 			updates := 0
 			i := 0
 			for b.Loop() {
-				f := files[i%2]
-				pod, ctr := nriPod(b, f[0], f[1])
+				// The plugin keeps nothing of the request's objects: a new
+				// id makes the template a new container.
+				tpl := templates[i%len(templates)]
+				pod, ctr := tpl.pod, tpl.ctr
 				ctr.Id = fmt.Sprintf("bench-%d", i)
 				i++
 				start := time.Now()
@@ -48,6 +96,103 @@ func BenchmarkCreateContainer(b *testing.B) {
 			b.ReportMetric(float64(updates)/float64(len(took)), "updates/op")
 		})
 	}
+}
+
+// BenchmarkSynchronize measures the Synchronize handler with 500 running
+// containers on the 256-CPU fixture, one in ten exclusive, including the
+// checkpoint write it waits for:
+//
+//   - plugin-restart: a new plugin process restores from the checkpoint
+//     and the records the previous one left;
+//   - runtime-restart: the same plugin synchronizes again (its live state).
+func BenchmarkSynchronize(b *testing.B) {
+	b.Run("plugin-restart", func(b *testing.B) {
+		first := newTestPlugin(b, benchFixture, nil)
+		v := populate(b, first.Plugin, 500)
+		require.NoError(b, first.Close())
+		pods, ctrs := v.list()
+		var took []time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			p := newTestPluginIn(b, benchFixture, nil, first.opts.StateDir, first.shared)
+			b.StartTimer()
+			start := time.Now()
+			updates, err := p.Synchronize(context.Background(), pods, ctrs)
+			took = append(took, time.Since(start))
+			b.StopTimer()
+			require.NoError(b, err)
+			require.Empty(b, updates, "a restart moves nothing")
+			require.NoError(b, p.Close())
+			b.StartTimer()
+		}
+		reportPercentiles(b, took)
+	})
+	b.Run("runtime-restart", func(b *testing.B) {
+		p := newTestPlugin(b, benchFixture, nil)
+		v := populate(b, p.Plugin, 500)
+		pods, ctrs := v.list()
+		var took []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			updates, err := p.Synchronize(context.Background(), pods, ctrs)
+			took = append(took, time.Since(start))
+			require.NoError(b, err)
+			require.Empty(b, updates, "a restart moves nothing")
+		}
+		reportPercentiles(b, took)
+	})
+}
+
+// BenchmarkWriteState measures the writer behind the handlers with 500
+// live containers on the 256-CPU fixture, after an exclusive grant (which
+// changes the shared pool of every shared container): taking the state
+// under the plugin's lock (collect-p50-µs), and writing the checkpoint and
+// the records (p50-µs, p99-µs, with the collection). It reports the records
+// written per grant.
+func BenchmarkWriteState(b *testing.B) {
+	p := newTestPlugin(b, benchFixture, nil)
+	populate(b, p.Plugin, 500)
+	require.NoError(b, p.persist.Flush())
+	var collect, write []time.Duration
+	written := 0
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		pod, ctr := livePod(b, "guaranteed-2cpu.yaml", "app", 1000+i)
+		_, _, err := p.CreateContainer(context.Background(), pod, ctr)
+		require.NoError(b, err)
+		pools, placements := maps.Clone(p.persist.pools.published), maps.Clone(p.persist.placements.published)
+		b.StartTimer()
+		start := time.Now()
+		_, ok := p.collect()
+		collect = append(collect, time.Since(start))
+		err = p.persist.Flush()
+		write = append(write, time.Since(start))
+		b.StopTimer()
+		require.True(b, ok)
+		require.NoError(b, err)
+		written += changedRecords(p.persist.pools, pools) + changedRecords(p.persist.placements, placements)
+		_, err = p.StopContainer(context.Background(), pod, ctr)
+		require.NoError(b, err)
+		require.NoError(b, p.RemoveContainer(context.Background(), pod, ctr))
+		require.NoError(b, p.persist.Flush())
+		b.StartTimer()
+	}
+	slices.Sort(collect)
+	b.ReportMetric(float64(collect[len(collect)/2].Microseconds()), "collect-p50-µs")
+	reportPercentiles(b, write)
+	b.ReportMetric(float64(written)/float64(len(write)), "records-written/op")
+}
+
+// changedRecords counts the records set publishes now that before lacks or
+// differs in.
+func changedRecords[T any](set *recordSet[T], before map[string]T) int {
+	n := 0
+	for key, rec := range set.published {
+		if old, ok := before[key]; !ok || !set.equal(old, rec) {
+			n++
+		}
+	}
+	return n
 }
 
 // reportPercentiles reports the p50 and p99 of the measured durations.

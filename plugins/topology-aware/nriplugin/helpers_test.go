@@ -25,9 +25,17 @@ type testPlugin struct {
 	*Plugin
 	opts     Options
 	registry *prometheus.Registry
+	shared   string // the shared state directory
 }
 
 func newTestPlugin(t testing.TB, fixture string, devices DeviceSource) *testPlugin {
+	t.Helper()
+	return newTestPluginIn(t, fixture, devices, t.TempDir(), t.TempDir())
+}
+
+// newTestPluginIn is a plugin with the given state and shared state
+// directories: a new process of an earlier plugin when they are its.
+func newTestPluginIn(t testing.TB, fixture string, devices DeviceSource, stateDir, shared string) *testPlugin {
 	t.Helper()
 	root := fixtureRoot(fixture)
 	topo, err := sysfs.Discover(root)
@@ -35,12 +43,12 @@ func newTestPlugin(t testing.TB, fixture string, devices DeviceSource) *testPlug
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
 	reg := prometheus.NewRegistry()
-	opts := Options{Topology: topo, SysfsRoot: root, StateDir: t.TempDir(), Devices: devices}
+	opts := Options{Topology: topo, SysfsRoot: root, StateDir: stateDir, Devices: devices}
 	p, err := New(plugin.Deps{Name: "topology-aware", Log: logrus.NewEntry(logger), Registry: reg,
-		MetricsNamespace: "test", SharedDir: t.TempDir()}, opts)
+		MetricsNamespace: "test", SharedDir: shared}, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
-	return &testPlugin{Plugin: p, opts: opts, registry: reg}
+	return &testPlugin{Plugin: p, opts: opts, registry: reg, shared: shared}
 }
 
 // nriPod converts a pod manifest from testdata/pods the way the harness does

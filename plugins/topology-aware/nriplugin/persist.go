@@ -21,23 +21,29 @@ const CheckpointVersion = 1
 var errPersisterClosed = errors.New("the persister is closed")
 
 const (
-	// writeDelay is how long the writer lets changes accumulate before it
+	// writeDelay is how long the changes must pause before the writer
 	// writes: a burst of container creations (a node filling up, a
-	// Deployment scaled out) then costs one write, not one per container.
-	// Flush does not wait for it.
+	// Deployment scaled out) then costs one write, not one per container,
+	// and the write does not compete for the CPU with the burst's requests.
 	writeDelay = 20 * time.Millisecond
+	// maxWriteDelay bounds how long changes wait under sustained churn: the
+	// writer writes at the latest this long after the first change it has
+	// not written. A checkpoint of hundreds of containers takes milliseconds
+	// to encode and sync.
+	maxWriteDelay = time.Second
 	// retryDelay is how long a failed write waits before it is tried again.
 	retryDelay = time.Second
 )
 
 // persister writes the plugin's state behind the NRI handlers: the
-// checkpoint and the placement records in the shared state.
+// checkpoint and the pool and placement records in the shared state.
 //
 // Why behind and not in the handler: every NRI request holds the runtime's
 // one lock, and a durable write is an fsync of the file and of its
-// directory (milliseconds on a disk), plus, after an exclusive grant, one
-// record per shared container whose CPUs changed (hundreds on a busy node).
-// Doing that inline would stall every container operation on the node. So
+// directory (milliseconds on a disk); a checkpoint of hundreds of containers
+// also takes a while to encode. Doing that inline would stall every
+// container operation on the node. (The records cost O(1) writes per
+// grant: shared containers' records refer to the pool's, see records.go.) So
 // a handler only marks the state changed; one goroutine takes a snapshot
 // (under the plugin's lock, in memory) and writes it, and changes that
 // arrive meanwhile coalesce into the next write.
@@ -45,37 +51,58 @@ const (
 // What a crash between a change and its write loses is harmless: the
 // runtime still knows every container and its actual cpuset, and
 // Synchronize adopts containers that the checkpoint lacks and drops those it
-// has that no longer run. Flush, which Synchronize calls before it returns
-// and Close calls at shutdown, makes the checkpoint equal the live state.
+// has that no longer run. Synchronize waits for the checkpoint
+// (FlushCheckpoint) before it returns, Close for everything (Flush).
 type persister struct {
 	checkpoint *state.Checkpoint[policy.Snapshot]
-	records    *state.Records[PlacementRecord] // nil: sharing disabled
+	// The records in the shared state; nil: sharing disabled.
+	pools      *recordSet[PoolRecord]
+	placements *recordSet[PlacementRecord]
 	// collect returns the state to write, under the plugin's lock; ok is
 	// false while there is none yet (before the first Synchronize).
-	collect func() (snap policy.Snapshot, recs map[string]PlacementRecord, ok bool)
+	collect func() (st persistedState, ok bool)
 	log     *logrus.Entry
 	metrics *metrics
 
 	// generation counts changes; the writer compares it with what it wrote.
 	generation atomic.Uint64
-	changed    chan struct{}   // wakes the writer; holds at most one signal
-	flushes    chan chan error // Flush's requests
+	changed    chan struct{} // wakes the writer; holds at most one signal
+	flushes    chan flushRequest
 	closing    chan struct{}
 	stopped    chan struct{}
 	closeOnce  sync.Once
 
 	// Owned by the writer goroutine.
-	written   uint64                     // the generation last written
-	lastErr   error                      // of that write; a failed write is retried
-	published map[string]PlacementRecord // what the records directory holds; nil until listed
+	written uint64 // the generation last written
+	lastErr error  // of that write; a failed write is retried
 }
 
-func newPersister(cp *state.Checkpoint[policy.Snapshot], recs *state.Records[PlacementRecord],
-	collect func() (policy.Snapshot, map[string]PlacementRecord, bool), log *logrus.Entry, m *metrics) *persister {
+// persistedState is what the writer saves: the checkpoint's payload and
+// the pool records to publish, by key; the placement records are made from
+// the snapshot outside the plugin's lock.
+type persistedState struct {
+	snapshot policy.Snapshot
+	pools    map[string]PoolRecord
+}
+
+// flushRequest asks the writer to write every change made before it.
+type flushRequest struct {
+	reply chan error
+	// checkpointOnly: reply once the checkpoint is saved; the records are
+	// published right after, before any other request is served.
+	checkpointOnly bool
+}
+
+func newPersister(cp *state.Checkpoint[policy.Snapshot], pools *state.Records[PoolRecord], placements *state.Records[PlacementRecord],
+	collect func() (persistedState, bool), log *logrus.Entry, m *metrics) *persister {
 	s := &persister{
-		checkpoint: cp, records: recs, collect: collect, log: log, metrics: m,
-		changed: make(chan struct{}, 1), flushes: make(chan chan error),
+		checkpoint: cp, collect: collect, log: log, metrics: m,
+		changed: make(chan struct{}, 1), flushes: make(chan flushRequest),
 		closing: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	if pools != nil && placements != nil {
+		s.pools = &recordSet[PoolRecord]{records: pools, what: "pool", equal: PoolRecord.equal, log: log}
+		s.placements = &recordSet[PlacementRecord]{records: placements, what: "placement", equal: PlacementRecord.equal, log: log}
 	}
 	go s.run()
 	return s
@@ -90,14 +117,22 @@ func (s *persister) Changed() {
 	}
 }
 
-// Flush waits until every change made before the call is written and
-// returns the error of that write. It must not be called with the plugin's
-// lock held (the writer takes it to collect the state).
-func (s *persister) Flush() error {
-	reply := make(chan error, 1)
+// Flush waits until every change made before the call is written, the
+// checkpoint and the records, and returns the error of that write. It must
+// not be called with the plugin's lock held (the writer takes it to collect
+// the state).
+func (s *persister) Flush() error { return s.flush(false) }
+
+// FlushCheckpoint is Flush, but returns as soon as the checkpoint is
+// written: the records follow behind. A restart waits for the checkpoint
+// only, not for a new process to read and check what the last one published.
+func (s *persister) FlushCheckpoint() error { return s.flush(true) }
+
+func (s *persister) flush(checkpointOnly bool) error {
+	req := flushRequest{reply: make(chan error, 1), checkpointOnly: checkpointOnly}
 	select {
-	case s.flushes <- reply:
-		return <-reply
+	case s.flushes <- req:
+		return <-req.reply
 	case <-s.stopped:
 		if s.generation.Load() != s.written {
 			return fmt.Errorf("flush state: %w", errPersisterClosed)
@@ -114,71 +149,101 @@ func (s *persister) Close() error {
 	return err
 }
 
-// run is the writer: it writes writeDelay after a change, at once on Flush,
-// and again retryDelay after a failed write.
+// run is the writer: it writes once the changes paused for writeDelay (or
+// maxWriteDelay after the first unwritten one), at once on Flush, and again
+// retryDelay after a failed write.
 func (s *persister) run() {
 	defer close(s.stopped)
 	timer := time.NewTimer(writeDelay)
-	timer.Stop() // armed by the first change
-	armed := false
-	arm := func(d time.Duration) {
-		if !armed {
-			timer.Reset(d)
-			armed = true
-		}
-	}
-	write := func() {
+	timer.Stop()             // armed by the first change
+	var dirtySince time.Time // the first change not written yet; zero: none
+	// write writes what changed; saved learns the checkpoint's outcome.
+	write := func(saved func(error)) {
+		dirtySince = time.Time{}
 		target := s.generation.Load()
 		if target == s.written && s.lastErr == nil {
+			saved(nil)
 			return
 		}
-		s.written, s.lastErr = target, s.write()
+		s.written, s.lastErr = target, s.write(saved)
 		if s.lastErr != nil {
-			arm(retryDelay)
+			timer.Reset(retryDelay)
 		}
 	}
 	for {
 		select {
 		case <-s.changed:
-			arm(writeDelay)
+			now := time.Now()
+			if dirtySince.IsZero() {
+				dirtySince = now
+			}
+			timer.Reset(writeWait(now, dirtySince))
 		case <-timer.C:
-			armed = false
-			write()
-		case reply := <-s.flushes:
-			write()
-			reply <- s.lastErr
+			write(func(error) {})
+		case req := <-s.flushes:
+			if req.checkpointOnly {
+				write(func(err error) { req.reply <- err })
+			} else {
+				write(func(error) {})
+				req.reply <- s.lastErr
+			}
 		case <-s.closing:
 			return
 		}
 	}
 }
 
-// write saves the checkpoint and brings the records in line with it.
-func (s *persister) write() error {
-	snap, recs, ok := s.collect()
+// writeWait is how long the writer waits, at now, before it writes the
+// changes it has not written since dirtySince: writeDelay, but not past
+// maxWriteDelay after dirtySince.
+func writeWait(now, dirtySince time.Time) time.Duration {
+	return max(0, min(writeDelay, dirtySince.Add(maxWriteDelay).Sub(now)))
+}
+
+// write saves the checkpoint, tells saved, and brings the records in line
+// with it: the pools first, so that a placement never names a pool record
+// not yet there.
+func (s *persister) write(saved func(error)) error {
+	st, ok := s.collect()
 	if !ok {
+		saved(nil)
 		return nil
 	}
 	start := time.Now()
-	err := s.checkpoint.Save(snap)
+	err := s.checkpoint.Save(st.snapshot)
 	s.metrics.checkpointWrite(time.Since(start), err)
+	saved(err)
 	if err != nil {
 		s.log.WithError(err).Error("could not save the checkpoint; retrying")
 		return err
 	}
-	if s.records == nil {
+	if s.placements == nil {
 		return nil
 	}
-	if err := s.syncRecords(recs); err != nil {
-		s.log.WithError(err).Warn("could not publish every placement record; retrying")
+	placements := make(map[string]PlacementRecord, len(st.snapshot.Containers))
+	for _, c := range st.snapshot.Containers {
+		placements[c.Placement.ContainerID] = newPlacementRecord(c.Request, c.Placement)
+	}
+	if err := errors.Join(s.pools.sync(st.pools), s.placements.sync(placements)); err != nil {
+		s.log.WithError(err).Warn("could not publish every record; retrying")
 		return err
 	}
 	return nil
 }
 
-// syncRecords publishes the records that differ from what was published and
-// removes those of containers that are gone.
-func (s *persister) syncRecords(want map[string]PlacementRecord) error {
+// recordSet is one kind of records as the writer keeps them published.
+type recordSet[T any] struct {
+	records *state.Records[T]
+	what    string // the kind in messages: "placement"
+	equal   func(a, b T) bool
+	log     *logrus.Entry
+	// published is what the directory holds; nil until listed.
+	published map[string]T
+}
+
+// sync publishes the records that differ from what was published and
+// removes those no longer wanted.
+func (s *recordSet[T]) sync(want map[string]T) error {
 	if s.published == nil {
 		onDisk, err := s.loadPublished()
 		if err != nil {
@@ -188,7 +253,7 @@ func (s *persister) syncRecords(want map[string]PlacementRecord) error {
 	}
 	var errs []error
 	for key, rec := range want {
-		if old, ok := s.published[key]; ok && old.equal(rec) {
+		if old, ok := s.published[key]; ok && s.equal(old, rec) {
 			continue
 		}
 		if err := s.records.Publish(key, rec); err != nil {
@@ -211,22 +276,29 @@ func (s *persister) syncRecords(want map[string]PlacementRecord) error {
 }
 
 // loadPublished reads what an earlier process published. A record that
-// cannot be read stands as a zero record, which no wanted record equals:
-// it is rewritten, or removed if its container is gone.
-func (s *persister) loadPublished() (map[string]PlacementRecord, error) {
+// cannot be read (torn, or of an older schema version) stands as a zero
+// record, which no wanted record equals: it is rewritten, or removed if it
+// is no longer wanted.
+func (s *recordSet[T]) loadPublished() (map[string]T, error) {
 	keys, err := s.records.Keys()
 	if err != nil {
-		return nil, fmt.Errorf("list published placements: %w", err)
+		return nil, fmt.Errorf("list published %s records: %w", s.what, err)
 	}
-	out := make(map[string]PlacementRecord, len(keys))
+	out := make(map[string]T, len(keys))
+	unreadable := 0
 	for _, key := range keys {
 		rec, found, err := s.records.Read(key)
 		if err != nil {
-			s.log.WithError(err).Warn("replacing an unreadable placement record")
+			unreadable++
 		}
 		if found || err != nil {
 			out[key] = rec
 		}
+	}
+	if unreadable > 0 {
+		// One line, not one per record: after an upgrade every record of
+		// the older schema is unreadable.
+		s.log.WithField("records", unreadable).Warnf("replacing unreadable or outdated %s records", s.what)
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
@@ -37,19 +38,19 @@ func (f *fakeState) set(ids ...string) {
 	}
 }
 
-func (f *fakeState) collect() (policy.Snapshot, map[string]PlacementRecord, bool) {
+func (f *fakeState) collect() (persistedState, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.collected++
-	recs := map[string]PlacementRecord{}
-	for _, c := range f.snap.Containers {
-		recs[c.Placement.ContainerID] = newPlacementRecord(c.Request, c.Placement)
-	}
-	return f.snap, recs, true
+	return persistedState{
+		snapshot: f.snap,
+		pools:    map[string]PoolRecord{SharedPoolRecord: {Pool: "shared", CPUs: "8-15", Mems: "0", MemsWithCPULess: "0,2"}},
+	}, true
 }
 
 type persisterEnv struct {
 	cp    *state.Checkpoint[policy.Snapshot]
+	pools *state.Records[PoolRecord]
 	recs  *state.Records[PlacementRecord]
 	state *fakeState
 }
@@ -58,15 +59,18 @@ func newPersisterEnv(t *testing.T) persisterEnv {
 	t.Helper()
 	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(t.TempDir(), CheckpointFile), CheckpointVersion)
 	require.NoError(t, err)
-	recs, err := PlacementRecords(t.TempDir())
+	shared := t.TempDir()
+	pools, err := PoolRecords(shared)
 	require.NoError(t, err)
-	return persisterEnv{cp: cp, recs: recs, state: &fakeState{}}
+	recs, err := PlacementRecords(shared)
+	require.NoError(t, err)
+	return persisterEnv{cp: cp, pools: pools, recs: recs, state: &fakeState{}}
 }
 
 func (e persisterEnv) start(t *testing.T) *persister {
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
-	s := newPersister(e.cp, e.recs, e.state.collect, logrus.NewEntry(logger), newMetrics("test"))
+	s := newPersister(e.cp, e.pools, e.recs, e.state.collect, logrus.NewEntry(logger), newMetrics("test"))
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -87,6 +91,10 @@ func (e persisterEnv) requireOnDisk(t *testing.T, ids ...string) {
 		assert.Equal(t, cpuset.New(i).String(), rec.CPUs)
 		assert.Equal(t, "pod-"+id, rec.Pod)
 	}
+	pool, found, err := e.pools.Read(SharedPoolRecord)
+	require.NoError(t, err)
+	require.True(t, found, "the shared pool's record")
+	assert.Equal(t, "8-15", pool.CPUs)
 }
 
 func TestPersisterWritesCheckpointAndRecords(t *testing.T) {
@@ -180,4 +188,37 @@ func TestPersisterCloseFlushesAndRefusesLaterFlushes(t *testing.T) {
 	err := s.Flush()
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, errPersisterClosed))
+}
+
+func TestPersisterFlushCheckpointLeavesTheRecordsBehind(t *testing.T) {
+	env := newPersisterEnv(t)
+	s := env.start(t)
+	env.state.set("a", "b")
+	s.Changed()
+	require.NoError(t, s.FlushCheckpoint())
+	saved, found, err := env.cp.Load()
+	require.NoError(t, err)
+	require.True(t, found, "the checkpoint is written when FlushCheckpoint returns")
+	assert.Equal(t, env.state.snap, saved)
+	// The records follow before the writer serves anything else.
+	require.NoError(t, s.Flush())
+	env.requireOnDisk(t, "a", "b")
+	assert.Equal(t, 1, env.state.collected, "one write served both")
+}
+
+func TestWriteWaitDebouncesWithABound(t *testing.T) {
+	start := time.Now()
+	tests := []struct {
+		name string
+		now  time.Time
+		want time.Duration
+	}{
+		{"first change", start, writeDelay},
+		{"changes keep coming", start.Add(maxWriteDelay / 2), writeDelay},
+		{"close to the bound", start.Add(maxWriteDelay - writeDelay/4), writeDelay / 4},
+		{"past the bound", start.Add(2 * maxWriteDelay), 0},
+	}
+	for _, tc := range tests {
+		assert.Equal(t, tc.want, writeWait(tc.now, start), tc.name)
+	}
 }

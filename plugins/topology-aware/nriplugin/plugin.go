@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -90,9 +91,13 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	}
 	// Placements are published in the runner's shared state directory,
 	// unless sharing is disabled.
-	var recs *state.Records[PlacementRecord]
+	var pools *state.Records[PoolRecord]
+	var placements *state.Records[PlacementRecord]
 	if deps.SharedDir != "" {
-		if recs, err = PlacementRecords(deps.SharedDir); err != nil {
+		if pools, err = PoolRecords(deps.SharedDir); err != nil {
+			return nil, fmt.Errorf("create topology-aware plugin: %w", err)
+		}
+		if placements, err = PlacementRecords(deps.SharedDir); err != nil {
 			return nil, fmt.Errorf("create topology-aware plugin: %w", err)
 		}
 	}
@@ -108,7 +113,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err := p.metrics.register(deps.Registry, newUsageCollector(deps.MetricsNamespace, p.usage)); err != nil {
 		return nil, fmt.Errorf("create topology-aware plugin: register metrics: %w", err)
 	}
-	p.persist = newPersister(cp, recs, p.collect, deps.Log, p.metrics)
+	p.persist = newPersister(cp, pools, placements, p.collect, deps.Log, p.metrics)
 	return p, nil
 }
 
@@ -187,7 +192,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, p.reject(id, err)
 	}
 	p.granted(id, "resized container", pl, len(others))
-	return append(p.updatesLocked(others, ctr.GetId()), containerUpdate(pl)), nil
+	return append(p.updatesLocked(others, ctr.GetId()), containerUpdates([]policy.Placement{pl})...), nil
 }
 
 // StopContainer releases the container's CPUs and memory; the shared
@@ -278,33 +283,60 @@ func placementFields(pl policy.Placement) logrus.Fields {
 // gets its adjustment or its own update). Each carries the container's
 // placement as it is now.
 func (p *Plugin) updatesLocked(changed []policy.Placement, exclude string) []*api.ContainerUpdate {
+	if len(p.pending) > 0 {
+		changed = p.withPendingLocked(changed)
+	}
+	changed = slices.DeleteFunc(changed, func(pl policy.Placement) bool { return pl.ContainerID == exclude })
+	if p.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		for _, pl := range changed {
+			p.log.WithField("container_id", pl.ContainerID).WithFields(placementFields(pl)).Debug("updating container")
+		}
+	}
+	return containerUpdates(changed)
+}
+
+// withPendingLocked adds the pending containers to changed, with their
+// placements as they are now, sorted by id, and clears the pending set.
+func (p *Plugin) withPendingLocked(changed []policy.Placement) []policy.Placement {
 	for _, pl := range changed {
 		p.pending[pl.ContainerID] = true
 	}
-	delete(p.pending, exclude)
-	ids := make([]string, 0, len(p.pending))
-	for id := range p.pending {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(p.pending))
 	clear(p.pending)
-	debug := p.log.Logger.IsLevelEnabled(logrus.DebugLevel)
-	var updates []*api.ContainerUpdate
-	var render cpusetRenderer
+	out := make([]policy.Placement, 0, len(ids))
 	for _, id := range ids {
-		pl, ok := p.pol.Placement(id)
-		if !ok {
-			continue
+		if pl, ok := p.pol.Placement(id); ok {
+			out = append(out, pl)
 		}
-		u := &api.ContainerUpdate{ContainerId: id}
-		u.SetLinuxCPUSetCPUs(render.cpus(pl.CPUs))
+	}
+	return out
+}
+
+// containerUpdates sets running containers' cpusets to their placements.
+// An exclusive grant updates every shared container, hundreds on a busy
+// node, all to the same pool: the updates are allocated together and each
+// distinct cpuset is formatted once.
+func containerUpdates(pls []policy.Placement) []*api.ContainerUpdate {
+	if len(pls) == 0 {
+		return nil
+	}
+	n := len(pls)
+	updates := make([]*api.ContainerUpdate, n)
+	blocks := make([]api.ContainerUpdate, n)
+	linux := make([]api.LinuxContainerUpdate, n)
+	resources := make([]api.LinuxResources, n)
+	cpus := make([]api.LinuxCPU, n)
+	var render cpusetRenderer
+	for i, pl := range pls {
+		cpus[i].Cpus = render.cpus(pl.CPUs)
 		if !pl.Mems.IsEmpty() {
-			u.SetLinuxCPUSetMems(render.mems(pl.Mems))
+			cpus[i].Mems = render.mems(pl.Mems)
 		}
-		updates = append(updates, u)
-		if debug {
-			p.log.WithField("container_id", id).WithFields(placementFields(pl)).Debug("updating container")
-		}
+		resources[i].Cpu = &cpus[i]
+		linux[i].Resources = &resources[i]
+		blocks[i].ContainerId = pl.ContainerID
+		blocks[i].Linux = &linux[i]
+		updates[i] = &blocks[i]
 	}
 	return updates
 }
@@ -330,29 +362,18 @@ func (r *cpusetRenderer) mems(set cpuset.CPUSet) string {
 	return r.memsText
 }
 
-// containerUpdate sets a running container's cpuset to its placement.
-func containerUpdate(pl policy.Placement) *api.ContainerUpdate {
-	u := &api.ContainerUpdate{ContainerId: pl.ContainerID}
-	u.SetLinuxCPUSetCPUs(pl.CPUs.String())
-	if !pl.Mems.IsEmpty() {
-		u.SetLinuxCPUSetMems(pl.Mems.String())
-	}
-	return u
-}
-
-// collect gives the persister the state to write.
-func (p *Plugin) collect() (policy.Snapshot, map[string]PlacementRecord, bool) {
+// collect gives the persister the state to write. It holds the plugin's
+// lock, so it only copies: the writer encodes outside it.
+func (p *Plugin) collect() (persistedState, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pol == nil {
-		return policy.Snapshot{}, nil, false
+		return persistedState{}, false
 	}
-	snap := p.pol.Snapshot()
-	recs := make(map[string]PlacementRecord, len(snap.Containers))
-	for _, c := range snap.Containers {
-		recs[c.Placement.ContainerID] = newPlacementRecord(c.Request, c.Placement)
-	}
-	return snap, recs, true
+	return persistedState{
+		snapshot: p.pol.Snapshot(),
+		pools:    map[string]PoolRecord{SharedPoolRecord: newSharedPoolRecord(p.pol)},
+	}, true
 }
 
 // usage gives the metrics collector the policy's figures at scrape time.

@@ -26,7 +26,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	}
 	// Not fatal: the live state is right and the writer retries; failing the
 	// Synchronize would only disconnect the plugin.
-	if err := p.persist.Flush(); err != nil {
+	if err := p.persist.FlushCheckpoint(); err != nil {
 		p.log.WithError(err).Error("synchronized, but the checkpoint could not be written")
 	}
 	return updates, nil
@@ -50,11 +50,7 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 	p.persist.Changed()
 	p.logRestore(report, saved, running, source)
 
-	updates := make([]*api.ContainerUpdate, 0, len(report.Updates))
-	for _, pl := range report.Updates {
-		updates = append(updates, containerUpdate(pl))
-	}
-	return updates, nil
+	return containerUpdates(report.Updates), nil
 }
 
 // savedStateLocked returns the state to restore and where it came from: the

@@ -355,3 +355,32 @@ func nearestCPULess(t *topology.Topology, node int) []int {
 	}
 	return out
 }
+
+// TestSharedMems: what SharedMems says is what the shared containers get,
+// also after a grant took a whole node out of the shared pool.
+func TestSharedMems(t *testing.T) {
+	nps := fixture(t, "nps4-2s-12n-256c-cpuless")
+	p := newPolicy(t, nps, Config{})
+	plain := burstable("plain", 500)
+	hbm := burstable("hbm", 500)
+	hbm.CPULessMemory = true
+	for _, req := range []Request{plain, hbm} {
+		_, _, err := p.Allocate(req)
+		require.NoError(t, err)
+	}
+	check := func(when string) {
+		got, _ := p.Placement("plain")
+		assert.Equal(t, got.Mems.String(), p.SharedMems(false).String(), "%s: plain shared container", when)
+		got, _ = p.Placement("hbm")
+		assert.Equal(t, got.Mems.String(), p.SharedMems(true).String(), "%s: shared container with CPU-less memory", when)
+		assert.True(t, p.SharedMems(false).IsSubsetOf(p.SharedMems(true)))
+		assert.False(t, p.SharedMems(false).Equal(p.SharedMems(true)), "%s: the CPU-less nodes are added", when)
+	}
+	check("at start")
+	before := p.SharedMems(false)
+	whole := nps.CPUsOfNode(0).Size()
+	_, _, err := p.Allocate(guaranteed("node", int64(whole)*1000, 0))
+	require.NoError(t, err)
+	check("after a grant of a whole node")
+	assert.Equal(t, before.Size()-1, p.SharedMems(false).Size(), "the granted node left the shared pool's nodes")
+}

@@ -461,6 +461,13 @@ func (p *Policy) sortedIDs() []string {
 // SharedCPUs returns the shared pool.
 func (p *Policy) SharedCPUs() cpuset.CPUSet { return p.shared }
 
+// SharedMems returns the cpuset.mems of the shared containers: the NUMA
+// nodes of the shared pool, with the closest CPU-less nodes for those that
+// may use CPU-less memory (Request.CPULessMemory).
+func (p *Policy) SharedMems(cpuLess bool) cpuset.CPUSet {
+	return p.mems(p.topo.NodesOfCPUs(p.shared), cpuLess)
+}
+
 // cpuCount renders a number of CPUs for messages.
 func cpuCount(n int) string {
 	if n == 1 {
