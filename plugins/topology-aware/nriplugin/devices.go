@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
-	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/topology/locality"
@@ -23,28 +22,21 @@ type DeviceSource interface {
 	ContainerDevices(id k8s.Identity) ([]policy.Device, error)
 }
 
-// deviceLocator finds the NUMA locality of a container's devices.
-type deviceLocator struct {
-	sysfsRoot string
-	extra     DeviceSource // may be nil
-	log       *logrus.Entry
-}
-
 // devices returns the container's located devices: its char and block
 // devices by major:minor under the sysfs root, then those of extra. A device
 // sysfs does not know (a virtual one such as /dev/fuse in a recorded tree)
 // gives no hint and is left out; one found without a NUMA node is kept with
 // node -1, so that the request shows it.
-func (l deviceLocator) devices(ctr *api.Container, id k8s.Identity) ([]policy.Device, error) {
+func (b RequestBuilder) devices(ctr *api.Container, id k8s.Identity) ([]policy.Device, error) {
 	var out []policy.Device
 	for _, d := range ctr.GetLinux().GetDevices() {
 		kind, ok := deviceKind(d.GetType())
 		if !ok {
 			continue
 		}
-		loc, err := locality.OfDevice(l.sysfsRoot, kind, d.GetMajor(), d.GetMinor())
+		loc, err := locality.OfDevice(b.SysfsRoot, kind, d.GetMajor(), d.GetMinor())
 		if err != nil {
-			entry := l.log.WithFields(id.Fields()).WithField("device", d.GetPath()).WithError(err)
+			entry := b.Log.WithFields(id.Fields()).WithField("device", d.GetPath()).WithError(err)
 			if errors.Is(err, locality.ErrNotFound) {
 				entry.Debug("device unknown to sysfs; it gives no topology hint")
 			} else {
@@ -58,8 +50,8 @@ func (l deviceLocator) devices(ctr *api.Container, id k8s.Identity) ([]policy.De
 			CPUs:     loc.CPUs,
 		})
 	}
-	if l.extra != nil {
-		extra, err := l.extra.ContainerDevices(id)
+	if b.Devices != nil {
+		extra, err := b.Devices.ContainerDevices(id)
 		if err != nil {
 			return nil, fmt.Errorf("locate devices NRI does not show: %w", err)
 		}

@@ -61,7 +61,7 @@ type Plugin struct {
 	topo       *topology.Topology
 	log        *logrus.Entry
 	metrics    *metrics
-	locator    deviceLocator
+	requests   RequestBuilder
 	checkpoint *state.Checkpoint[policy.Snapshot]
 	persist    *persister
 
@@ -105,7 +105,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		topo:       opts.Topology,
 		log:        deps.Log,
 		metrics:    newMetrics(deps.MetricsNamespace),
-		locator:    deviceLocator{sysfsRoot: opts.SysfsRoot, extra: opts.Devices, log: deps.Log},
+		requests:   RequestBuilder{SysfsRoot: opts.SysfsRoot, Devices: opts.Devices, Log: deps.Log},
 		checkpoint: cp,
 		cfg:        cfg,
 		pending:    map[string]bool{},
@@ -149,7 +149,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, err
 	}
-	req, id, err := p.buildRequest(pod, ctr, nil)
+	req, id, err := p.requests.Build(pod, ctr, nil)
 	if err != nil {
 		return nil, nil, p.reject(id, err)
 	}
@@ -176,7 +176,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, err
 	}
-	req, id, err := p.buildRequest(pod, ctr, res)
+	req, id, err := p.requests.Build(pod, ctr, res)
 	if err != nil {
 		return nil, p.reject(id, err)
 	}

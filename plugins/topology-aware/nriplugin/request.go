@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
@@ -27,12 +28,25 @@ type requestError struct {
 func (e *requestError) Error() string { return e.err.Error() }
 func (e *requestError) Unwrap() error { return e.err }
 
-// buildRequest describes the container to the policy. res, when not nil,
-// replaces the container's resources (UpdateContainer passes the new ones).
-// On an error it still returns the best request it could build, with the
-// defaults where the input was bad: Synchronize must account for a running
-// container even when, say, its annotation has become invalid.
-func (p *Plugin) buildRequest(pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (policy.Request, k8s.Identity, error) {
+// RequestBuilder describes containers to the policy the way the plugin does:
+// the Kubernetes view of the container, the plugin's annotations, its
+// hugepage limits and its located devices. The simulate command builds its
+// requests with it too, so that a simulation is the plugin's own answer.
+type RequestBuilder struct {
+	// SysfsRoot is where the container's devices are located.
+	SysfsRoot string
+	// Devices supplies the devices NRI does not show; may be nil.
+	Devices DeviceSource
+	// Log receives why a device gives no topology hint.
+	Log *logrus.Entry
+}
+
+// Build describes the container to the policy. res, when not nil, replaces
+// the container's resources (UpdateContainer passes the new ones). On an
+// error it still returns the best request it could build, with the defaults
+// where the input was bad: Synchronize must account for a running container
+// even when, say, its annotation has become invalid.
+func (b RequestBuilder) Build(pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (policy.Request, k8s.Identity, error) {
 	c := k8s.FromNRI(pod, ctr)
 	if res == nil {
 		res = ctr.GetLinux().GetResources()
@@ -51,7 +65,7 @@ func (p *Plugin) buildRequest(pod *api.PodSandbox, ctr *api.Container, res *api.
 	if err != nil {
 		errs = append(errs, &requestError{reason: "invalid-resources", err: err})
 	}
-	devices, err := p.locator.devices(ctr, c.Identity)
+	devices, err := b.devices(ctr, c.Identity)
 	if err != nil {
 		errs = append(errs, &requestError{reason: "device-lookup", err: err})
 	}

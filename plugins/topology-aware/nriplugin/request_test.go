@@ -42,7 +42,7 @@ func TestBuildRequest(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
 			pod, ctr := nriPod(t, tc.file, tc.container)
-			got, id, err := p.buildRequest(pod, ctr, nil)
+			got, id, err := p.requests.Build(pod, ctr, nil)
 			require.NoError(t, err)
 			tc.want.ContainerID, tc.want.PodUID = ctr.GetId(), pod.GetUid()
 			assert.NotEmpty(t, got.ContainerID)
@@ -59,7 +59,7 @@ func TestBuildRequestForResize(t *testing.T) {
 	res := &api.LinuxResources{Cpu: &api.LinuxCPU{
 		Shares: api.UInt64(&shares), Quota: api.Int64(&quota), Period: api.UInt64(&period),
 	}}
-	got, _, err := p.buildRequest(pod, ctr, res)
+	got, _, err := p.requests.Build(pod, ctr, res)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1000), got.CPURequest, "the new request, not the created one")
 	assert.Equal(t, int64(2000), got.CPULimit)
@@ -89,7 +89,7 @@ func TestBuildRequestLocatesDevices(t *testing.T) {
 		{Path: "/dev/null", Type: "c", Major: 1, Minor: 3},      // not in the recorded tree
 		{Path: "/dev/fifo", Type: "p"},                          // no locality
 	}
-	got, _, err := p.buildRequest(pod, ctr, nil)
+	got, _, err := p.requests.Build(pod, ctr, nil)
 	require.NoError(t, err)
 	node := func(n int) cpuset.CPUSet {
 		cpus, err := cpuset.Parse(map[int]string{1: "10-19,50-59", 2: "20-29,60-69"}[n])
@@ -105,7 +105,7 @@ func TestBuildRequestLocatesDevices(t *testing.T) {
 	assert.Equal(t, "default/exclusive/app", source.asked[0].String())
 
 	source.err = errors.New("records unreadable")
-	_, _, err = p.buildRequest(pod, ctr, nil)
+	_, _, err = p.requests.Build(pod, ctr, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "records unreadable")
 	assert.Equal(t, "device-lookup", rejectionReason(err))
@@ -114,7 +114,7 @@ func TestBuildRequestLocatesDevices(t *testing.T) {
 func TestBuildRequestKeepsWhatItCanOnBadInput(t *testing.T) {
 	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
 	pod, ctr := nriPod(t, "bad-annotation.yaml", "app")
-	got, _, err := p.buildRequest(pod, ctr, nil)
+	got, _, err := p.requests.Build(pod, ctr, nil)
 	var annErr *k8s.AnnotationError
 	require.True(t, errors.As(err, &annErr), "%v", err)
 	assert.Equal(t, "cpu.nri-suite.io/container.app", annErr.Key)

@@ -85,7 +85,7 @@ func (p *Plugin) running(pods []*api.PodSandbox, ctrs []*api.Container) []policy
 	}
 	out := make([]policy.Running, 0, len(ctrs))
 	for _, ctr := range ctrs {
-		req, id, err := p.buildRequest(podByID[ctr.GetPodSandboxId()], ctr, nil)
+		req, id, err := p.requests.Build(podByID[ctr.GetPodSandboxId()], ctr, nil)
 		log := p.log.WithFields(id.Fields())
 		if err != nil {
 			log.WithError(err).Warn("running container has a bad request; restoring it with defaults for the bad parts")

@@ -31,8 +31,9 @@ type Simulator struct {
 	machine *Machine
 	cfg     policy.Config
 	node    kubepod.Config
-	build   requestBuilder
-	pol     *policy.Policy
+	// pageSizes are the machine's hugepage sizes by the kubelet's names.
+	pageSizes map[string]uint64
+	pol       *policy.Policy
 
 	pods map[PodRef]*simPod
 	// live are the running containers in creation order, the order of the
@@ -65,13 +66,13 @@ func New(m *Machine, cfg policy.Config) (*Simulator, error) {
 		return nil, err
 	}
 	return &Simulator{
-		machine: m,
-		cfg:     cfg,
-		node:    node,
-		build:   requestBuilder{sysfsRoot: m.SysfsRoot, pageSizes: pageSizes},
-		pol:     pol,
-		pods:    map[PodRef]*simPod{},
-		ctrs:    map[string]*simContainer{},
+		machine:   m,
+		cfg:       cfg,
+		node:      node,
+		pageSizes: pageSizes,
+		pol:       pol,
+		pods:      map[PodRef]*simPod{},
+		ctrs:      map[string]*simContainer{},
 	}, nil
 }
 
@@ -260,7 +261,7 @@ func (s *Simulator) devices(c *Create, pod *kubepod.Pod) (map[string][]policy.De
 // allocate is CreateContainer: it places the container and applies the
 // placement and the updates of the others as the runtime would.
 func (s *Simulator) allocate(sc *simContainer, changes map[string]string) (policy.Placement, error) {
-	req, err := s.build.build(sc.pod.nri, s.nriContainer(sc), nil, sc.extra)
+	req, _, err := s.requests(sc).Build(sc.pod.nri, s.nriContainer(sc), nil)
 	if err != nil {
 		return policy.Placement{}, err
 	}
@@ -352,7 +353,7 @@ func (s *Simulator) resize(rs *Resize, r *StepReport, changes map[string]string)
 	if err != nil {
 		return fmt.Errorf("%w: resize.resources: %w", ErrInvalidWorkload, err)
 	}
-	req, err := s.build.build(sp.nri, s.nriContainer(sc), kubepod.ToNRIResources(res), sc.extra)
+	req, _, err := s.requests(sc).Build(sp.nri, s.nriContainer(sc), kubepod.ToNRIResources(res))
 	if err != nil {
 		r.Rejected = append(r.Rejected, rejection(sp, ctr, err.Error()))
 		return nil
@@ -475,7 +476,7 @@ func (s *Simulator) restart(r *StepReport, changes map[string]string) error {
 		before[id], _ = s.pol.Placement(id)
 		// As Synchronize: a container whose request cannot be fully built
 		// is still accounted, with defaults for the bad parts.
-		req, _ := s.build.build(sc.pod.nri, s.nriContainer(sc), nil, sc.extra)
+		req, _, _ := s.requests(sc).Build(sc.pod.nri, s.nriContainer(sc), nil)
 		cpu := sc.ctr.Spec.Linux.Resources.CPU
 		cpus, err := cpuset.Parse(cpu.Cpus)
 		if err != nil {
@@ -574,7 +575,7 @@ func (s *Simulator) entry(sc *simContainer, pl policy.Placement, change string) 
 		ID: sc.ctr.ID, Namespace: m.Namespace, Pod: m.Name, Container: sc.ctr.Name,
 		Pool: string(pl.Pool), CPUs: pl.CPUs.String(), Mems: pl.Mems.String(),
 		NUMANodes: nodes, Affinity: slices.Clone(pl.NUMANodes),
-		MemoryBytes: pl.Memory, HugePages: s.build.pageSizeNames(pl.HugePages), Reason: pl.Reason, Change: change,
+		MemoryBytes: pl.Memory, HugePages: s.pageSizeNames(pl.HugePages), Reason: pl.Reason, Change: change,
 	}
 }
 
