@@ -23,17 +23,33 @@ type DeviceSource interface {
 }
 
 // devices returns the container's located devices: its char and block
-// devices by major:minor under the sysfs root, then those of extra. A device
-// sysfs does not know (a virtual one such as /dev/fuse in a recorded tree)
-// gives no hint and is left out; one found without a NUMA node is kept with
-// node -1, so that the request shows it.
+// devices by major:minor under the sysfs root, then those of the source. A
+// device sysfs does not know (a virtual one such as /dev/fuse in a recorded
+// tree) gives no hint and is left out; one found without a NUMA node is kept
+// with node -1, so that the request shows it.
+//
+// Each device number counts once: a node NRI shows under two paths, or one
+// the source reports too (a CDI device whose nodes device-injector added in
+// plugin mode, or that the runtime resolved before NRI), is the same
+// physical device and gives one hint. The source names its nodes with
+// deviceID so that they match. On a source error the devices NRI shows are
+// still returned: Synchronize accounts a running container with what is
+// known.
 func (b RequestBuilder) devices(ctr *api.Container, id k8s.Identity) ([]policy.Device, error) {
 	var out []policy.Device
+	seen := map[string]bool{}
 	for _, d := range ctr.GetLinux().GetDevices() {
 		kind, ok := deviceKind(d.GetType())
 		if !ok {
 			continue
 		}
+		devID := deviceID(kind, d.GetMajor(), d.GetMinor())
+		if seen[devID] {
+			continue
+		}
+		// Marked seen even when it cannot be located: the source's entry for
+		// the same node would only repeat the lookup that failed.
+		seen[devID] = true
 		loc, err := locality.OfDevice(b.SysfsRoot, kind, d.GetMajor(), d.GetMinor())
 		if err != nil {
 			entry := b.Log.WithFields(id.Fields()).WithField("device", d.GetPath()).WithError(err)
@@ -44,20 +60,27 @@ func (b RequestBuilder) devices(ctr *api.Container, id k8s.Identity) ([]policy.D
 			}
 			continue
 		}
-		out = append(out, policy.Device{
-			ID:       fmt.Sprintf("%s %d:%d", kind, d.GetMajor(), d.GetMinor()),
-			NUMANode: loc.NUMANode,
-			CPUs:     loc.CPUs,
-		})
+		out = append(out, policy.Device{ID: devID, NUMANode: loc.NUMANode, CPUs: loc.CPUs})
 	}
-	if b.Devices != nil {
-		extra, err := b.Devices.ContainerDevices(id)
-		if err != nil {
-			return nil, fmt.Errorf("locate devices NRI does not show: %w", err)
+	if b.Devices == nil {
+		return out, nil
+	}
+	extra, err := b.Devices.ContainerDevices(id)
+	if err != nil {
+		return out, fmt.Errorf("locate devices NRI does not show: %w", err)
+	}
+	for _, d := range extra {
+		if !seen[d.ID] {
+			seen[d.ID] = true
+			out = append(out, d)
 		}
-		out = append(out, extra...)
 	}
 	return out, nil
+}
+
+// deviceID names a device node in requests, whoever reports it.
+func deviceID(kind locality.Kind, major, minor int64) string {
+	return fmt.Sprintf("%s %d:%d", kind, major, minor)
 }
 
 // deviceKind maps an OCI device type to the sysfs kind: "c" and "u"

@@ -52,7 +52,9 @@ type Options struct {
 	// StateDir holds the checkpoint (DefaultStateDir).
 	StateDir string
 	// Devices, if set, supplies the devices of a container that NRI does not
-	// show (CDI devices injected by a lower-index plugin).
+	// show (CDI devices injected by a lower-index plugin). Unset, they are
+	// device-injector's records in the shared state (InjectedDevices), unless
+	// sharing is disabled.
 	Devices DeviceSource
 }
 
@@ -99,6 +101,11 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		}
 		if placements, err = PlacementRecords(deps.SharedDir); err != nil {
 			return nil, fmt.Errorf("create topology-aware plugin: %w", err)
+		}
+		if opts.Devices == nil {
+			if opts.Devices, err = NewInjectedDevices(deps.SharedDir); err != nil {
+				return nil, fmt.Errorf("create topology-aware plugin: %w", err)
+			}
 		}
 	}
 	p := &Plugin{
