@@ -28,6 +28,7 @@ var failureReasons = []struct {
 	{ErrNoDevice, "missing-device"},
 	{ErrConflict, "conflict"},
 	{ErrUnsupported, "unsupported"},
+	{ErrPublish, "record"},
 }
 
 func failureReason(err error) string {

@@ -147,10 +147,14 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if inj == nil {
 		return nil, nil, nil
 	}
+	if err := p.publish(id, inj.devices); err != nil {
+		p.metrics.failures.WithLabelValues(failureReason(err)).Inc()
+		p.log.WithFields(id.Fields()).WithError(err).Warn("refused container: its device locality could not be published")
+		return nil, nil, fmt.Errorf("device-injector: container %s: %w", id, err)
+	}
 	for kind, n := range inj.counts {
 		p.metrics.injections.WithLabelValues(string(mode), kind).Add(float64(n))
 	}
-	p.publish(id, inj.devices)
 	p.log.WithFields(id.Fields()).WithFields(logrus.Fields{
 		"mode": mode, "cdi": inj.counts[kindCDI], "nodes": inj.counts[kindNode], "mounts": inj.counts[kindMount],
 	}).Info("injected devices")
@@ -282,19 +286,27 @@ func (p *Plugin) locateNode(name, kind string, n rspec.LinuxDevice, id k8s.Ident
 	return out
 }
 
-// publish writes the container's record. A failure does not fail the
-// container, which has its devices: only their locality goes unpublished.
-func (p *Plugin) publish(id k8s.Identity, devices []state.InjectedDevice) {
+// ErrPublish is wrapped by the error for a container whose device record
+// could not be written.
+var ErrPublish = errors.New("publishing device locality")
+
+// publish writes the container's record before CreateContainer returns, so
+// that topology-aware, which runs next, aligns the container with its
+// devices. A failure fails the creation: the container would otherwise run
+// unaligned without anyone saying so.
+func (p *Plugin) publish(id k8s.Identity, devices []state.InjectedDevice) error {
 	if p.records == nil {
-		return
+		return nil
 	}
 	rec := state.ContainerDevices{
 		ContainerID: id.ContainerID, PodUID: id.PodUID, Namespace: id.Namespace,
 		Pod: id.Pod, Container: id.Container, Devices: devices,
 	}
 	if err := p.records.Publish(id.ContainerID, rec); err != nil {
-		p.recordError("publish device record", err)
+		p.metrics.recordErrors.Inc()
+		return fmt.Errorf("%w for topology-aware in %s: %w", ErrPublish, p.records.Dir(), err)
 	}
+	return nil
 }
 
 func (p *Plugin) recordError(what string, err error) {

@@ -385,3 +385,18 @@ func TestIdentityFromKubeletLabels(t *testing.T) {
 	require.True(t, found)
 	assert.Equal(t, "app", rec.Container)
 }
+
+func TestCreateContainerFailsWhenLocalityCannotBePublished(t *testing.T) {
+	f := newFixture(t, "")
+	// A directory where the record belongs: the write fails even for root.
+	require.NoError(t, os.MkdirAll(filepath.Join(f.records.Dir(), "ctr-1.json"), 0o755))
+
+	adjust, err := f.create(t, pod("default", map[string]string{
+		"cdi-devices.nri-suite.io": "example.com/dev=null",
+	}), container("ctr-1"))
+	require.ErrorIs(t, err, ErrPublish)
+	assert.Nil(t, adjust, "no devices without their published locality")
+	assert.Contains(t, err.Error(), "default/web/app")
+	assert.Contains(t, err.Error(), f.records.Dir())
+	assert.Equal(t, 1.0, f.metric(t, `nri_suite_device_injector_failures_total{reason="record"}`))
+}
