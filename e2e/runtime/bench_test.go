@@ -21,7 +21,7 @@ func BenchmarkCleanStateToRunningContainer(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := sb.WritePod(busyboxPod("bench")); err != nil {
+				if err := sb.WritePod(BusyboxPod("bench")); err != nil {
 					b.Fatal(err)
 				}
 				_, err = sb.WaitContainer(ctx, "bench", "main")

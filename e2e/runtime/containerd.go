@@ -7,15 +7,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Containerd runs containerd v2 (config version 3) with the runc shim, on
 // sockets and directories of its own.
 type Containerd struct {
-	env     RuntimeEnv
-	paths   ContainerdPaths
-	process *process
+	criDaemon
+	env   RuntimeEnv
+	paths ContainerdPaths
 }
 
 // NewContainerd returns a containerd runtime; Start configures and starts it.
@@ -72,14 +71,6 @@ func (c *Containerd) Binaries() []string {
 // Endpoint implements Runtime.
 func (c *Containerd) Endpoint() string { return "unix://" + c.paths.Socket }
 
-// PID implements Runtime.
-func (c *Containerd) PID() int {
-	if c.process == nil || c.process.exited() {
-		return 0
-	}
-	return c.process.PID()
-}
-
 // Start implements Runtime.
 func (c *Containerd) Start(ctx context.Context, env RuntimeEnv) error {
 	c.env = env
@@ -100,42 +91,16 @@ func (c *Containerd) Start(ctx context.Context, env RuntimeEnv) error {
 	if err := os.WriteFile(dropIn, []byte(ContainerdNRIDropIn(env.NRI, env.CDISpecDirs)), 0o644); err != nil {
 		return fmt.Errorf("writing containerd NRI drop-in: %w", err)
 	}
-	if err := c.start(ctx); err != nil {
-		return err
-	}
-	return c.importImages(ctx)
-}
-
-func (c *Containerd) start(ctx context.Context) error {
-	p, err := startProcess("containerd", filepath.Join(c.env.Dir, "containerd.log"),
-		[]string{"TMPDIR=" + c.paths.Temp, "PATH=" + c.paths.CacheBins + ":" + os.Getenv("PATH")},
-		c.env.Cache.Bin("containerd"), "--config", c.paths.Config, "--log-level", "info")
+	err := c.launch(ctx, command{
+		name:    "containerd",
+		argv:    []string{env.Cache.Bin("containerd"), "--config", c.paths.Config, "--log-level", "info"},
+		env:     []string{"TMPDIR=" + c.paths.Temp, "PATH=" + c.paths.CacheBins + ":" + os.Getenv("PATH")},
+		logPath: filepath.Join(env.Dir, "containerd.log"),
+	}, env.Cache.Bin("crictl"), c.Endpoint(), env.Log)
 	if err != nil {
 		return err
 	}
-	c.process = p
-	c.env.Log.WithField("pid", p.PID()).Info("containerd started")
-	return p.waitFor(ctx, "containerd's CRI", func(ctx context.Context) error {
-		return criReady(ctx, c.env.Cache.Bin("crictl"), c.Endpoint())
-	})
-}
-
-// Restart implements Runtime.
-func (c *Containerd) Restart(ctx context.Context) error {
-	if c.process == nil {
-		return fmt.Errorf("restarting containerd: not started")
-	}
-	c.process.kill()
-	c.env.Log.WithField("pid", c.process.PID()).Info("containerd killed")
-	return c.start(ctx)
-}
-
-// Stop implements Runtime.
-func (c *Containerd) Stop(_ context.Context, grace time.Duration) error {
-	if c.process != nil {
-		c.process.stop(grace)
-	}
-	return nil
+	return c.importImages(ctx)
 }
 
 // HostDirs implements Runtime: with socket_dir and the runc root set, the

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nri-suite/nri-suite/common/kubepod"
 )
 
 // CRIO runs CRI-O v1.34 with runc and conmon, on sockets and directories of
@@ -33,15 +36,26 @@ import (
 //     limits to runc, which fails when hugetlb has no v1 hierarchy (it sits
 //     on the v2 side of these hybrid hosts): see CgroupV1Controllers.
 type CRIO struct {
+	criDaemon
 	env      RuntimeEnv
 	paths    CRIOPaths
-	process  *process
 	registry *process
 }
 
 // CRIOGuaranteedSkip is why a test that needs a Guaranteed pod skips on
 // CRI-O when the host refuses negative oom_score_adj values.
 const CRIOGuaranteedSkip = "CRI-O passes the Guaranteed oom_score_adj -997 to runc, which these hosts refuse without CAP_SYS_RESOURCE"
+
+// CannotRun implements podRefuser: a Guaranteed pod cannot run where
+// negative oom_score_adj values are refused.
+func (c *CRIO) CannotRun(pod *corev1.Pod) string {
+	defaulted := pod.DeepCopy()
+	kubepod.ApplyDefaults(defaulted) // as the kubelet does: limits without requests are requests
+	if kubepod.QOSClass(defaulted) == corev1.PodQOSGuaranteed && !canLowerOOMScoreAdj() {
+		return CRIOGuaranteedSkip
+	}
+	return ""
+}
 
 // NewCRIO returns a CRI-O runtime; Start configures and starts it.
 func NewCRIO() *CRIO { return &CRIO{} }
@@ -120,14 +134,6 @@ func (c *CRIO) Binaries() []string { return []string{"crio", "pinns", "conmon", 
 // Endpoint implements Runtime.
 func (c *CRIO) Endpoint() string { return "unix://" + c.paths.Socket }
 
-// PID implements Runtime.
-func (c *CRIO) PID() int {
-	if c.process == nil || c.process.exited() {
-		return 0
-	}
-	return c.process.PID()
-}
-
 // HostDirs implements Runtime: containers/image keeps its blob info cache
 // in /var/lib/containers/cache for root whatever the storage says (CRI-O
 // has no setting for it). TestCRIOHostPaths checks that no other default
@@ -177,48 +183,27 @@ func (c *CRIO) Start(ctx context.Context, env RuntimeEnv) error {
 	if err := c.pushImages(ctx, addr); err != nil {
 		return err
 	}
-	if err := c.start(ctx); err != nil {
+	err = c.launch(ctx, command{
+		name: "crio",
+		argv: []string{env.Cache.Bin("crio"), "--config", c.paths.Config, "--config-dir", c.paths.DropInDir,
+			"--registries-conf", c.paths.RegistriesConf, "--registries-conf-dir", c.paths.RegistriesConfDir},
+		env: []string{"CONTAINERS_STORAGE_CONF=" + c.paths.StorageConf, "TMPDIR=" + c.paths.Temp,
+			"PATH=" + c.paths.CacheBins + ":" + os.Getenv("PATH")},
+		logPath: filepath.Join(env.Dir, "crio.log"),
+	}, env.Cache.Bin("crictl"), c.Endpoint(), env.Log)
+	if err != nil {
 		return err
 	}
 	return c.pullImages(ctx)
 }
 
-func (c *CRIO) start(ctx context.Context) error {
-	p, err := startProcess("crio", filepath.Join(c.env.Dir, "crio.log"),
-		[]string{"CONTAINERS_STORAGE_CONF=" + c.paths.StorageConf, "TMPDIR=" + c.paths.Temp,
-			"PATH=" + c.paths.CacheBins + ":" + os.Getenv("PATH")},
-		c.env.Cache.Bin("crio"), "--config", c.paths.Config, "--config-dir", c.paths.DropInDir,
-		"--registries-conf", c.paths.RegistriesConf, "--registries-conf-dir", c.paths.RegistriesConfDir)
-	if err != nil {
-		return err
-	}
-	c.process = p
-	c.env.Log.WithField("pid", p.PID()).Info("crio started")
-	return p.waitFor(ctx, "CRI-O's CRI", func(ctx context.Context) error {
-		return criReady(ctx, c.env.Cache.Bin("crictl"), c.Endpoint())
-	})
-}
-
-// Restart implements Runtime: conmon keeps the containers while CRI-O is
-// down, and CRI-O finds them again in its storage.
-func (c *CRIO) Restart(ctx context.Context) error {
-	if c.process == nil {
-		return errors.New("restarting crio: not started")
-	}
-	c.process.kill()
-	c.env.Log.WithField("pid", c.process.PID()).Info("crio killed")
-	return c.start(ctx)
-}
-
 // Stop implements Runtime; the registry goes with the runtime.
-func (c *CRIO) Stop(_ context.Context, grace time.Duration) error {
-	if c.process != nil {
-		c.process.stop(grace)
-	}
+func (c *CRIO) Stop(ctx context.Context, grace time.Duration) error {
+	err := c.criDaemon.Stop(ctx, grace)
 	if c.registry != nil {
 		c.registry.stop(grace)
 	}
-	return nil
+	return err
 }
 
 // registryPortPattern finds the port in crane's "serving on port N".
@@ -228,8 +213,8 @@ var registryPortPattern = regexp.MustCompile(`serving on port (\d+)`)
 // and returns its address.
 func (c *CRIO) startRegistry(ctx context.Context) (string, error) {
 	logPath := filepath.Join(c.env.Dir, "registry.log")
-	p, err := startProcess("registry", logPath, nil,
-		c.env.Cache.Bin("crane"), "registry", "serve", "--address", "127.0.0.1:0")
+	p, err := startProcess(command{name: "registry", logPath: logPath,
+		argv: []string{c.env.Cache.Bin("crane"), "registry", "serve", "--address", "127.0.0.1:0"}})
 	if err != nil {
 		return "", err
 	}

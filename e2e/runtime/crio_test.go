@@ -210,7 +210,7 @@ func TestCRIOHostPaths(t *testing.T) {
 	}
 	sb := NewForTest(t, Options{Runtime: "crio"})
 	ctx := TestContext(t)
-	require.NoError(t, sb.WritePod(busyboxPod("paths")))
+	require.NoError(t, sb.WritePod(BusyboxPod("paths")))
 	_, err := sb.WaitContainer(ctx, "paths", "main")
 	require.NoError(t, err)
 
@@ -236,12 +236,12 @@ func TestCRIOGuaranteedPod(t *testing.T) {
 	RequirePrereqs(t, "crio")
 	sb := NewForTest(t, Options{Runtime: "crio"})
 	ctx := TestContext(t)
-	pod := busyboxPod("guaranteed")
+	pod := BusyboxPod("guaranteed")
 	list := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("32Mi")}
 	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: list, Limits: list}
 	require.NoError(t, sb.WritePod(pod))
 
-	if canLowerOOMScoreAdj(t) {
+	if canLowerOOMScoreAdj() {
 		_, err := sb.WaitContainer(ctx, "guaranteed", "main")
 		require.NoError(t, err, "with CAP_SYS_RESOURCE a Guaranteed pod runs on CRI-O")
 		return
@@ -264,16 +264,34 @@ func TestCRIOGuaranteedPod(t *testing.T) {
 	}
 }
 
-// canLowerOOMScoreAdj reports whether this process may set a negative
-// oom_score_adj, by trying it on itself and putting the value back.
-func canLowerOOMScoreAdj(t *testing.T) bool {
-	t.Helper()
-	const path = "/proc/self/oom_score_adj"
-	old, err := os.ReadFile(path)
-	require.NoError(t, err)
-	if err := os.WriteFile(path, []byte("-1"), 0o644); err != nil {
-		return false
+// CRI-O refuses Guaranteed pods exactly where negative oom_score_adj values
+// are refused; the QoS class is the kubelet's, limits without requests
+// included.
+func TestCRIOCannotRun(t *testing.T) {
+	guaranteedReason := ""
+	if !canLowerOOMScoreAdj() {
+		guaranteedReason = CRIOGuaranteedSkip
 	}
-	require.NoError(t, os.WriteFile(path, old, 0o644))
-	return true
+	list := func(cpu, mem string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+	}
+	tests := []struct {
+		name      string
+		resources corev1.ResourceRequirements
+		want      string
+	}{
+		{name: "BestEffort", want: ""},
+		{name: "Burstable", resources: corev1.ResourceRequirements{Requests: list("100m", "32Mi")}, want: ""},
+		{name: "Guaranteed", resources: corev1.ResourceRequirements{Requests: list("1", "32Mi"), Limits: list("1", "32Mi")}, want: guaranteedReason},
+		{name: "Guaranteed by limits alone", resources: corev1.ResourceRequirements{Limits: list("1", "32Mi")}, want: guaranteedReason},
+	}
+	_, refuses := Runtime(NewContainerd()).(podRefuser)
+	assert.False(t, refuses, "containerd clamps oom_score_adj: it runs every pod")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := BusyboxPod("p")
+			pod.Spec.Containers[0].Resources = tt.resources
+			assert.Equal(t, tt.want, NewCRIO().CannotRun(pod))
+		})
+	}
 }

@@ -5,6 +5,12 @@
 // that make pods through raw CRI run without the kubelet (Options.NoKubelet):
 // a kubelet stops every pod it did not create.
 //
+// External plugins (Sandbox.StartPlugin) each get a directory in the run dir,
+// <run dir>/plugins/<idx>-<name>, for their log, their configuration and,
+// through PluginDir in PluginSpec.Args, whatever state they keep; they share
+// <run dir>/shared as the node's shared state (--shared-dir), so that no
+// plugin writes to the host's /run/nri-suite.
+//
 // Everything a sandbox starts lives under one run directory and one cgroup
 // root, so that teardown can find it again by PID, mount point and cgroup,
 // even after a crashed run (see SweepStale). Host-wide effects of the

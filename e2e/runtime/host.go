@@ -202,3 +202,19 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// canLowerOOMScoreAdj reports whether this process may set a negative
+// oom_score_adj (CAP_SYS_RESOURCE), by trying it on itself and putting the
+// value back.
+func canLowerOOMScoreAdj() bool {
+	const path = "/proc/self/oom_score_adj"
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	if err := os.WriteFile(path, []byte("-1"), 0o644); err != nil {
+		return false
+	}
+	_ = os.WriteFile(path, old, 0o644) // raising it back needs no capability
+	return true
+}

@@ -140,8 +140,9 @@ func kubeletArgs(bin, configPath string, s kubeletSettings) []string {
 // once its health endpoint answers.
 func startKubelet(ctx context.Context, bin string, s kubeletSettings, log logrus.FieldLogger) (*kubelet, error) {
 	k := &kubelet{dir: s.Dir, staticPods: filepath.Join(s.Dir, "manifests"), healthzPort: s.HealthzPort, log: log}
+	workDir := kubeletWorkDir(s.Dir)
 	for _, dir := range []string{k.staticPods, filepath.Join(s.Dir, "root"), filepath.Join(s.Dir, "pki"),
-		filepath.Join(s.Dir, "pod-logs"), filepath.Join(s.Dir, "volume-plugins")} {
+		filepath.Join(s.Dir, "pod-logs"), filepath.Join(s.Dir, "volume-plugins"), workDir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("creating kubelet directory: %w", err)
 		}
@@ -154,7 +155,8 @@ func startKubelet(ctx context.Context, bin string, s kubeletSettings, log logrus
 	if err := os.WriteFile(configPath, cfg, 0o644); err != nil {
 		return nil, fmt.Errorf("writing kubelet configuration: %w", err)
 	}
-	p, err := startProcess("kubelet", filepath.Join(s.Dir, "kubelet.log"), nil, kubeletArgs(bin, configPath, s)...)
+	p, err := startProcess(command{name: "kubelet", argv: kubeletArgs(bin, configPath, s),
+		logPath: filepath.Join(s.Dir, "kubelet.log"), dir: workDir})
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +168,12 @@ func startKubelet(ctx context.Context, bin string, s kubeletSettings, log logrus
 	}
 	return k, nil
 }
+
+// kubeletWorkDir is the kubelet's working directory: empty, and nothing
+// else's. Its container log cleanup removes LogPath+"*" relative to it when a
+// container has no log path, which next to kubelet.log and config.yaml
+// would remove those.
+func kubeletWorkDir(dir string) string { return filepath.Join(dir, "workdir") }
 
 func (k *kubelet) healthy(ctx context.Context) error {
 	return httpOK(ctx, "http://127.0.0.1:"+strconv.Itoa(k.healthzPort)+"/healthz")

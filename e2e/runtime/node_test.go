@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The acceptance of the real node: every scenario runs on every runtime.
@@ -107,27 +106,6 @@ func waitSyncReport(ctx context.Context, path string, accept func(syncreport.Rep
 	}
 }
 
-// busyboxPod is a host-network pod with one long-running busybox container
-// named "main" that exits at once on SIGTERM.
-func busyboxPod(name string, containers ...string) *corev1.Pod {
-	if len(containers) == 0 {
-		containers = []string{"main"}
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec:       corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: new(int64(2))},
-	}
-	for _, c := range containers {
-		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
-			Name:            c,
-			Image:           BusyboxImage,
-			ImagePullPolicy: corev1.PullNever,
-			Command:         []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"},
-		})
-	}
-	return pod
-}
-
 func testPluginEnv(t *testing.T, rt string) {
 	RequirePrereqs(t, rt)
 	bin := requirePlugin(t)
@@ -144,7 +122,7 @@ func testPluginEnv(t *testing.T, rt string) {
 	require.NoError(t, err)
 	require.NoError(t, ext.WaitReady(ctx))
 
-	pod := busyboxPod("env")
+	pod := BusyboxPod("env")
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "FROM_MANIFEST", Value: "yes"}}
 	require.NoError(t, sb.WritePod(pod))
 	c, err := sb.WaitContainer(ctx, "env", "main")
@@ -192,7 +170,7 @@ var restartPodKinds = []restartPods{
 	{
 		name: "KubeletPods",
 		start: func(ctx context.Context, t *testing.T, sb *Sandbox, pod restartPod) map[string]restartWant {
-			require.NoError(t, sb.WritePod(busyboxPod(pod.name, pod.containers...)))
+			require.NoError(t, sb.WritePod(BusyboxPod(pod.name, pod.containers...)))
 			got := map[string]restartWant{}
 			for _, name := range pod.containers {
 				c, err := sb.WaitContainer(ctx, pod.name, name)
@@ -353,6 +331,15 @@ func testKubeletQoS(t *testing.T, rt string) {
 	sb := NewForTest(t, Options{Runtime: rt})
 	ctx := TestContext(t)
 
+	// The kubelet works in an empty directory of its own: its container log
+	// cleanup removes LogPath+"*" relative to it.
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", sb.kubelet.process.PID()))
+	require.NoError(t, err)
+	assert.Equal(t, kubeletWorkDir(sb.kubelet.dir), cwd, "the kubelet's working directory")
+	entries, err := os.ReadDir(cwd)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the kubelet's working directory holds nothing")
+
 	resources := func(cpuReq, cpuLim, memReq, memLim string) corev1.ResourceRequirements {
 		r := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
 		for _, q := range []struct {
@@ -371,20 +358,18 @@ func testKubeletQoS(t *testing.T, rt string) {
 		pod       string
 		resources corev1.ResourceRequirements
 		qosDir    string // below kubepods; Guaranteed pods sit directly in it
-		skip      map[string]string
 	}{
 		{pod: "qos-besteffort", qosDir: "/besteffort"},
 		{pod: "qos-burstable", resources: resources("250m", "", "", "64Mi"), qosDir: "/burstable"},
-		{pod: "qos-guaranteed", resources: resources("500m", "500m", "64Mi", "64Mi"), qosDir: "",
-			skip: map[string]string{"crio": CRIOGuaranteedSkip}},
+		{pod: "qos-guaranteed", resources: resources("500m", "500m", "64Mi", "64Mi"), qosDir: ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pod, func(t *testing.T) {
-			if reason, ok := tt.skip[rt]; ok {
+			pod := BusyboxPod(tt.pod)
+			pod.Spec.Containers[0].Resources = tt.resources
+			if reason := sb.CannotRun(pod); reason != "" {
 				t.Skip(reason)
 			}
-			pod := busyboxPod(tt.pod)
-			pod.Spec.Containers[0].Resources = tt.resources
 			require.NoError(t, sb.WritePod(pod))
 			c, err := sb.WaitContainer(ctx, tt.pod, "main")
 			require.NoError(t, err)
@@ -460,7 +445,7 @@ func testTeardownAfterCrash(t *testing.T, rt string) {
 	plugin, err := sb.StartPlugin(PluginSpec{Binary: bin, Name: "e2e-teardown", Idx: "50"})
 	require.NoError(t, err)
 	require.NoError(t, plugin.WaitReady(ctx))
-	require.NoError(t, sb.WritePod(busyboxPod("teardown", "main", "side")))
+	require.NoError(t, sb.WritePod(BusyboxPod("teardown", "main", "side")))
 	c, err := sb.WaitContainer(ctx, "teardown", "main")
 	require.NoError(t, err)
 	info, err := sb.CRI().Inspect(ctx, c.ID)

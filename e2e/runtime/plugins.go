@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,7 +23,19 @@ type PluginSpec struct {
 	Config []byte
 	// LogLevel is passed as --log-level; empty means "info".
 	LogLevel string
+	// Args are the plugin's own flags, after the runner's. PluginDir in an
+	// argument stands for the plugin's private directory in the run dir, so
+	// that state such as a checkpoint stays inside the sandbox:
+	// {"--state-dir", runtime.PluginDir + "/state"}. External plugins only:
+	// the runtime launches pre-registered ones without flags.
+	Args []string
 }
+
+// PluginDir stands for an external plugin's private directory in
+// PluginSpec.Args: <run dir>/plugins/<idx>-<name>, which holds its log and
+// configuration too and lives as long as the sandbox, across restarts of the
+// plugin.
+const PluginDir = "{plugin-dir}"
 
 func (s PluginSpec) validate() error {
 	if s.Binary == "" || s.Name == "" {
@@ -33,6 +46,21 @@ func (s PluginSpec) validate() error {
 	}
 	return nil
 }
+
+// validatePreRegistered also refuses what the runtime cannot pass to a
+// plugin it launches itself.
+func (s PluginSpec) validatePreRegistered() error {
+	if err := s.validate(); err != nil {
+		return err
+	}
+	if len(s.Args) > 0 {
+		return fmt.Errorf("pre-registered plugin %s: args %q: the runtime launches pre-registered plugins without flags, expected none", s.id(), s.Args)
+	}
+	return nil
+}
+
+// id is the plugin's NRI id, "<idx>-<name>".
+func (s PluginSpec) id() string { return s.Idx + "-" + s.Name }
 
 // Plugin is an external plugin process started by the sandbox.
 type Plugin struct {
@@ -49,6 +77,11 @@ func (p *Plugin) Running() bool { return !p.process.exited() }
 
 // Stop sends SIGTERM, and SIGKILL after grace.
 func (p *Plugin) Stop(grace time.Duration) { p.process.stop(grace) }
+
+// Kill sends SIGKILL and waits until the process is gone: a crash, which
+// flushes nothing. Sandbox.StartPlugin with the same spec starts it again on
+// the same directory.
+func (p *Plugin) Kill() { p.process.kill() }
 
 // httpAddrPattern finds the address the runner logs when it serves
 // /metrics, /healthz and /readyz (logrus text: addr="127.0.0.1:41234").
@@ -120,9 +153,10 @@ func BuildPlugin(ctx context.Context, pkg, dir, name string) (string, error) {
 	return out, nil
 }
 
-// pluginArgs are the runner's standard flags for an external plugin; its shared
-// state goes to sharedDir, inside the run dir.
-func pluginArgs(spec PluginSpec, socket, configPath, sharedDir string) []string {
+// pluginArgs are the runner's standard flags for an external plugin, its
+// shared state going to sharedDir, then spec.Args with PluginDir replaced by
+// dir.
+func pluginArgs(spec PluginSpec, socket, configPath, sharedDir, dir string) []string {
 	level := spec.LogLevel
 	if level == "" {
 		level = "info"
@@ -132,6 +166,9 @@ func pluginArgs(spec PluginSpec, socket, configPath, sharedDir string) []string 
 	if configPath != "" {
 		args = append(args, "--config", configPath)
 	}
+	for _, arg := range spec.Args {
+		args = append(args, strings.ReplaceAll(arg, PluginDir, dir))
+	}
 	return args
 }
 
@@ -139,14 +176,14 @@ func pluginArgs(spec PluginSpec, socket, configPath, sharedDir string) []string 
 // the binary as NN-name in the plugin dir, its configuration as NN-name.conf
 // in the plugin config dir.
 func installPreRegistered(spec PluginSpec, nri NRIConfig) error {
-	if err := spec.validate(); err != nil {
+	if err := spec.validatePreRegistered(); err != nil {
 		return err
 	}
 	data, err := os.ReadFile(spec.Binary)
 	if err != nil {
 		return fmt.Errorf("reading plugin binary %s: %w", spec.Binary, err)
 	}
-	base := spec.Idx + "-" + spec.Name
+	base := spec.id()
 	if err := os.WriteFile(filepath.Join(nri.PluginPath, base), data, 0o755); err != nil {
 		return fmt.Errorf("installing pre-registered plugin %s: %w", base, err)
 	}

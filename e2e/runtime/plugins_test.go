@@ -45,13 +45,29 @@ func TestParseHTTPAddr(t *testing.T) {
 }
 
 func TestPluginArgs(t *testing.T) {
-	spec := PluginSpec{Binary: "/bin/nri-x", Name: "x", Idx: "30"}
-	assert.Equal(t, []string{"/bin/nri-x", "--name", "x", "--idx", "30", "--socket", "/run/s/nri.sock",
-		"--http-addr", "127.0.0.1:0", "--log-level", "info", "--shared-dir", "/run/s/shared", "--config", "/c.yaml"},
-		pluginArgs(spec, "/run/s/nri.sock", "/c.yaml", "/run/s/shared"))
-	spec.LogLevel = "debug"
-	assert.Equal(t, []string{"/bin/nri-x", "--name", "x", "--idx", "30", "--socket", "/s",
-		"--http-addr", "127.0.0.1:0", "--log-level", "debug", "--shared-dir", "/sh"}, pluginArgs(spec, "/s", "", "/sh"))
+	tests := []struct {
+		name string
+		spec PluginSpec
+		conf string
+		want []string
+	}{
+		{name: "runner flags and config", spec: PluginSpec{Binary: "/bin/nri-x", Name: "x", Idx: "30"}, conf: "/c.yaml",
+			want: []string{"/bin/nri-x", "--name", "x", "--idx", "30", "--socket", "/run/s/nri.sock",
+				"--http-addr", "127.0.0.1:0", "--log-level", "info", "--shared-dir", "/run/s/shared", "--config", "/c.yaml"}},
+		{name: "log level, no config", spec: PluginSpec{Binary: "/bin/nri-x", Name: "x", Idx: "30", LogLevel: "debug"},
+			want: []string{"/bin/nri-x", "--name", "x", "--idx", "30", "--socket", "/run/s/nri.sock",
+				"--http-addr", "127.0.0.1:0", "--log-level", "debug", "--shared-dir", "/run/s/shared"}},
+		{name: "own flags after the runner's, plugin dir expanded",
+			spec: PluginSpec{Binary: "/bin/nri-x", Name: "x", Idx: "30", Args: []string{"--state-dir", PluginDir + "/state", "--sysfs-root=/sys", "--copy=" + PluginDir + ":" + PluginDir}},
+			want: []string{"/bin/nri-x", "--name", "x", "--idx", "30", "--socket", "/run/s/nri.sock",
+				"--http-addr", "127.0.0.1:0", "--log-level", "info", "--shared-dir", "/run/s/shared",
+				"--state-dir", "/run/s/plugins/30-x/state", "--sysfs-root=/sys", "--copy=/run/s/plugins/30-x:/run/s/plugins/30-x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, pluginArgs(tt.spec, "/run/s/nri.sock", tt.conf, "/run/s/shared", "/run/s/plugins/30-x"))
+		})
+	}
 }
 
 func TestInstallPreRegistered(t *testing.T) {
@@ -72,4 +88,7 @@ func TestInstallPreRegistered(t *testing.T) {
 
 	err = installPreRegistered(PluginSpec{Binary: filepath.Join(dir, "missing"), Name: "y", Idx: "21"}, nri)
 	assert.ErrorContains(t, err, "reading plugin binary")
+	err = installPreRegistered(PluginSpec{Binary: bin, Name: "z", Idx: "22", Args: []string{"--state-dir", "/s"}}, nri)
+	assert.ErrorContains(t, err, `pre-registered plugin 22-z: args ["--state-dir" "/s"]: the runtime launches pre-registered plugins without flags`)
+	assert.NoFileExists(t, filepath.Join(nri.PluginPath, "22-z"), "a refused plugin is not installed")
 }

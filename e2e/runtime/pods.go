@@ -82,6 +82,21 @@ func CheckPod(pod *corev1.Pod) error {
 	return nil
 }
 
+// podRefuser is a Runtime that cannot run some pods on this host.
+type podRefuser interface {
+	// CannotRun says why pod cannot run, "" when it can.
+	CannotRun(pod *corev1.Pod) string
+}
+
+// CannotRun says why the sandbox's runtime cannot run pod on this host ("" when
+// it can): a test skips with that reason, a demo leaves the pod out.
+func (s *Sandbox) CannotRun(pod *corev1.Pod) string {
+	if r, ok := s.rt.(podRefuser); ok {
+		return r.CannotRun(pod)
+	}
+	return ""
+}
+
 // PodName is the name the kubelet gives a static pod: the manifest's name
 // with the node name appended.
 func (s *Sandbox) PodName(manifestName string) string {

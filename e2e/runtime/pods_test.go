@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nri-suite/nri-suite/common/kubepod"
 )
 
 const validPod = `apiVersion: v1
@@ -84,10 +87,16 @@ func TestLoadPodsDemo(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, pods)
 	names := map[string]bool{}
+	classes := map[corev1.PodQOSClass]int{}
 	for _, p := range pods {
 		assert.False(t, names[p.Name], "pod name %s is unique", p.Name)
 		names[p.Name] = true
+		classes[kubepod.QOSClass(p)]++
 	}
+	// make run shows what plugins do to every QoS class; topology-aware's
+	// exclusive grant needs the Guaranteed one.
+	assert.Equal(t, map[corev1.PodQOSClass]int{corev1.PodQOSBestEffort: 1, corev1.PodQOSBurstable: 1, corev1.PodQOSGuaranteed: 1}, classes,
+		"pods of the demo by QoS class")
 	_, err = LoadPods(t.TempDir())
 	assert.ErrorContains(t, err, "no *.yaml in")
 }
@@ -111,7 +120,7 @@ func TestStaticPodsNeedKubelet(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{name: "WritePod", call: func() error { return sb.WritePod(busyboxPod("web")) }},
+		{name: "WritePod", call: func() error { return sb.WritePod(BusyboxPod("web")) }},
 		{name: "RemovePod", call: func() error { return sb.RemovePod(context.Background(), "web") }},
 		{name: "WaitContainer", call: func() error { _, err := sb.WaitContainer(context.Background(), "web", "main"); return err }},
 	}

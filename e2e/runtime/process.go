@@ -25,23 +25,36 @@ type process struct {
 	err     error // valid after done is closed
 }
 
-// startProcess starts argv with env appended to the inherited environment.
-func startProcess(name, logPath string, env []string, argv ...string) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// command says how to run a daemon.
+type command struct {
+	name    string // for messages: "containerd", "plugin topology-aware"
+	argv    []string
+	env     []string // appended to the inherited environment
+	logPath string   // stdout and stderr
+	// dir is the working directory; default: the log's directory.
+	dir string
+}
+
+// startProcess starts c.
+func startProcess(c command) (*process, error) {
+	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("opening log of %s: %w", name, err)
+		return nil, fmt.Errorf("opening log of %s: %w", c.name, err)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	cmd.Env = append(os.Environ(), c.env...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.Dir = filepath.Dir(logPath)
+	cmd.Dir = c.dir
+	if cmd.Dir == "" {
+		cmd.Dir = filepath.Dir(c.logPath)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s (%s): %w", name, argv[0], err)
+		return nil, fmt.Errorf("starting %s (%s): %w", c.name, c.argv[0], err)
 	}
-	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &process{name: c.name, logPath: c.logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()

@@ -86,7 +86,7 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		return nil, fmt.Errorf("starting sandbox: %w", err)
 	}
 	for _, spec := range opts.PreRegistered {
-		if err := spec.validate(); err != nil {
+		if err := spec.validatePreRegistered(); err != nil {
 			return nil, fmt.Errorf("starting sandbox: %w", err)
 		}
 	}
@@ -230,20 +230,27 @@ func (s *Sandbox) RestartRuntime(ctx context.Context) error {
 }
 
 // StartPlugin starts spec as an external plugin connected to the sandbox's
-// NRI socket; its configuration is written to the run dir.
+// NRI socket. Its log, its configuration and whatever its Args put in
+// PluginDir live in <run dir>/plugins/<idx>-<name>; starting the same spec
+// again (after Plugin.Kill or Stop) reuses that directory and appends to the
+// log.
 func (s *Sandbox) StartPlugin(spec PluginSpec) (*Plugin, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
-	base := filepath.Join(s.dir, "plugins", spec.Idx+"-"+spec.Name)
+	dir := s.PluginDir(spec)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating directory of plugin %s: %w", spec.Name, err)
+	}
 	configPath := ""
 	if len(spec.Config) > 0 {
-		configPath = base + ".yaml"
+		configPath = filepath.Join(dir, "config.yaml")
 		if err := os.WriteFile(configPath, spec.Config, 0o644); err != nil {
 			return nil, fmt.Errorf("writing configuration of plugin %s: %w", spec.Name, err)
 		}
 	}
-	p, err := startProcess("plugin "+spec.Name, base+".log", nil, pluginArgs(spec, s.nri.Socket, configPath, filepath.Join(s.dir, "shared"))...)
+	p, err := startProcess(command{name: "plugin " + spec.Name, logPath: filepath.Join(dir, "plugin.log"),
+		argv: pluginArgs(spec, s.nri.Socket, configPath, s.SharedDir(), dir)})
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +261,16 @@ func (s *Sandbox) StartPlugin(spec PluginSpec) (*Plugin, error) {
 	s.mu.Unlock()
 	return plugin, nil
 }
+
+// PluginDir is the private directory of an external plugin in the run dir,
+// what PluginDir in its Args stands for.
+func (s *Sandbox) PluginDir(spec PluginSpec) string {
+	return filepath.Join(s.dir, "plugins", spec.id())
+}
+
+// SharedDir is the shared state directory of the external plugins
+// (--shared-dir): their status records and what they publish for each other.
+func (s *Sandbox) SharedDir() string { return filepath.Join(s.dir, "shared") }
 
 // Close tears the sandbox down: plugins, kubelet, every pod through CRI, the
 // runtime, then whatever is left by PID, mount and cgroup; it restores the

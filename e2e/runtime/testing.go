@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // teardownMargin is kept free before a test's deadline for teardown: when
@@ -114,6 +116,28 @@ func logComponentLogs(t testing.TB, dir string) {
 	for _, path := range logs {
 		t.Logf("--- last lines of %s:\n%s", path, tailFile(path, 40))
 	}
+}
+
+// BusyboxPod is a host-network pod in namespace default with long-running
+// busybox containers (one named "main" unless names are given) that exit at
+// once on SIGTERM.
+func BusyboxPod(name string, containers ...string) *corev1.Pod {
+	if len(containers) == 0 {
+		containers = []string{"main"}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: new(int64(2))},
+	}
+	for _, c := range containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+			Name:            c,
+			Image:           BusyboxImage,
+			ImagePullPolicy: corev1.PullNever,
+			Command:         []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"},
+		})
+	}
+	return pod
 }
 
 // TestLogger returns a logrus logger that writes through t.Log.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
@@ -32,6 +33,13 @@ var knownIdx = map[string]string{
 	"topology-aware":  "30",
 	"security":        "40",
 	"stats":           "90",
+}
+
+// knownArgs are the plugins' own flags. Whatever a plugin keeps on the node
+// goes to its directory in the run dir, never to the host's default
+// (/run/nri-suite/<plugin>), so that the sandbox leaves nothing behind.
+var knownArgs = map[string][]string{
+	"topology-aware": {"--state-dir", sandbox.PluginDir + "/state"},
 }
 
 type options struct {
@@ -126,7 +134,7 @@ func pluginSpecs(opts options) ([]sandbox.PluginSpec, error) {
 			idx = fmt.Sprintf("%02d", next)
 			next++
 		}
-		spec := sandbox.PluginSpec{Binary: abs, Name: name, Idx: idx}
+		spec := sandbox.PluginSpec{Binary: abs, Name: name, Idx: idx, Args: knownArgs[name]}
 		if file, ok := opts.configs[name]; ok {
 			if spec.Config, err = os.ReadFile(file); err != nil {
 				return nil, fmt.Errorf("reading configuration of plugin %s: %w", name, err)
@@ -187,7 +195,15 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 		fmt.Fprintf(out, "plugin %s: idx %s, pid %d, http %s, log %s\n", spec.Name, spec.Idx, p.PID(), p.HTTPAddr(), p.LogPath)
 	}
 
-	workload, err := startWorkload(startCtx, sb, pods)
+	var runnable []*corev1.Pod
+	for _, pod := range pods {
+		if reason := sb.CannotRun(pod); reason != "" {
+			fmt.Fprintf(out, "pod %s/%s: left out on %s: %s\n", pod.Namespace, pod.Name, sb.Runtime().Name(), reason)
+			continue
+		}
+		runnable = append(runnable, pod)
+	}
+	workload, err := startWorkload(startCtx, sb, runnable)
 	if err != nil {
 		return err
 	}

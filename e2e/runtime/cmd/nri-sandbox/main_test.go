@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
 
@@ -75,6 +77,12 @@ func TestPluginSpecs(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"stats": "90", "e2e-test": "50", "device-injector": "10", "custom": "51"}, got)
 	assert.Equal(t, "interval: 1s\n", string(specs[0].Config))
+	for _, s := range specs {
+		assert.Empty(t, s.Args, "plugin %s has no own flags", s.Name)
+	}
+	specs, err = pluginSpecs(options{plugins: []string{"/b/nri-topology-aware"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"--state-dir", sandbox.PluginDir + "/state"}, specs[0].Args, "topology-aware's checkpoint stays in the run dir")
 
 	_, err = pluginSpecs(options{plugins: []string{"/a/nri-x", "/b/nri-x"}})
 	assert.ErrorContains(t, err, "plugin x given twice")
@@ -98,25 +106,44 @@ func TestFormatMemoryLimit(t *testing.T) {
 
 var runDirLine = regexp.MustCompile(`run dir (\S+),`)
 
-// buildTestPlugin builds the test-only plugin for the sandbox to connect.
-func buildTestPlugin(t *testing.T) string {
+// buildPlugin builds a plugin of the suite for the sandbox to connect.
+func buildPlugin(t *testing.T, pkg, name string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin, err := sandbox.BuildPlugin(ctx, "./e2e/testplugin", t.TempDir(), "nri-e2e-test")
+	bin, err := sandbox.BuildPlugin(ctx, pkg, t.TempDir(), name)
 	require.NoError(t, err)
 	return bin
 }
 
-// `make run --once`: the report shows, for every demo container, the env the
-// plugin added and the cgroup values read inside; nothing is left after.
+// buildTestPlugin builds the test-only plugin.
+func buildTestPlugin(t *testing.T) string {
+	t.Helper()
+	return buildPlugin(t, "./e2e/testplugin", "nri-e2e-test")
+}
+
+// What the report says of a container's CPUs: read inside it, and as
+// topology-aware published them.
+var (
+	cpusetLine    = regexp.MustCompile(`(?m)^cpuset:\s+\S+ \(Cpus_allowed_list (\S+), Mems_allowed_list (\S+)\)$`)
+	placementLine = regexp.MustCompile(`(?m)^placement:\s+(\w+) pool, cpus (\S+), mems (\S+) \(.+\)$`)
+)
+
+// `make run --once` with topology-aware and the test plugin: the report
+// shows, for every demo container, the env the plugin added, the cgroup
+// values read inside, and the placement topology-aware published, which
+// matches the cpuset inside; the Guaranteed container's CPU is its own.
+// Nothing is left after, not even in the host's shared state.
 func TestRunOnce(t *testing.T) {
 	sandbox.RequirePrereqs(t, "containerd")
-	plugin := buildTestPlugin(t)
+	plugins := []string{buildPlugin(t, "./plugins/topology-aware", "nri-topology-aware"), buildTestPlugin(t)}
+	hostStateDir := filepath.Join(state.DefaultDir, "topology-aware")
+	_, err := os.Stat(hostStateDir)
+	hostStateDirExisted := err == nil
 	var out bytes.Buffer
-	err := run(sandbox.TestContext(t), options{
+	err = run(sandbox.TestContext(t), options{
 		runtime: "containerd", baseDir: "/run", workload: "../../testdata/demo",
-		plugins: []string{plugin}, configs: map[string]string{}, once: true,
+		plugins: plugins, configs: map[string]string{}, once: true,
 		waitTimeout: 2 * time.Minute, logLevel: "info",
 	}, &out)
 	t.Log(out.String())
@@ -126,23 +153,47 @@ func TestRunOnce(t *testing.T) {
 	m := runDirLine.FindStringSubmatch(report)
 	require.NotNil(t, m, "the report names the run dir")
 	assert.Empty(t, sandbox.LeftoversIn(m[1]))
+	if !hostStateDirExisted {
+		assert.NoDirExists(t, hostStateDir, "topology-aware's state stays in the run dir")
+	}
 
 	pods, err := sandbox.LoadPods("../../testdata/demo")
 	require.NoError(t, err)
+	cpusOf := map[string]cpuset.CPUSet{} // container -> CPUs inside it
+	pools := map[string]string{}         // container -> published pool
 	for _, pod := range pods {
 		for _, c := range pod.Spec.Containers {
 			section := containerSection(report, c.Name)
 			require.NotEmpty(t, section, "report on container %s", c.Name)
 			assert.Regexp(t, `(?m)^env added:\s+NRI_SUITE_E2E=e2e-test$`, section)
-			assert.Regexp(t, `cpuset:\s+\d[\d,-]* \(Cpus_allowed_list \d`, section)
 			assert.Regexp(t, `cgroup:\s+kubepods/`, section)
 			if limit := c.Resources.Limits.Memory().Value(); limit > 0 {
 				assert.Regexp(t, `(?m)^memory limit:\s+`+regexp.QuoteMeta(formatMemoryLimit(strconv.FormatInt(limit, 10)))+"$", section)
 			} else {
 				assert.Regexp(t, `(?m)^memory limit:\s+unlimited$`, section)
 			}
+			inside := cpusetLine.FindStringSubmatch(section)
+			published := placementLine.FindStringSubmatch(section)
+			require.NotNil(t, inside, "cpuset line of container %s", c.Name)
+			require.NotNil(t, published, "placement line of container %s", c.Name)
+			cpus := mustCPUSet(t, inside[1])
+			assert.Equal(t, cpus.String(), mustCPUSet(t, published[2]).String(), "published CPUs and Cpus_allowed_list of %s", c.Name)
+			assert.Equal(t, mustCPUSet(t, inside[2]).String(), mustCPUSet(t, published[3]).String(), "published mems and Mems_allowed_list of %s", c.Name)
+			cpusOf[c.Name], pools[c.Name] = cpus, published[1]
 		}
 	}
+	assert.Equal(t, map[string]string{"worker": "shared", "db": "exclusive", "app": "shared", "log-shipper": "shared"}, pools)
+	assert.Equal(t, 1, cpusOf["db"].Size(), "the Guaranteed 1-CPU container's CPUs")
+	for _, name := range []string{"worker", "app", "log-shipper"} {
+		assert.True(t, cpusOf[name].Intersection(cpusOf["db"]).IsEmpty(), "%s runs on %s, which overlaps the exclusive %s", name, cpusOf[name], cpusOf["db"])
+	}
+}
+
+func mustCPUSet(t *testing.T, list string) cpuset.CPUSet {
+	t.Helper()
+	s, err := cpuset.Parse(list)
+	require.NoError(t, err)
+	return s
 }
 
 // containerSection returns the report's lines on one container.

@@ -7,10 +7,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
 )
 
 // workloadContainer is one running container of the demo workload.
@@ -20,16 +23,16 @@ type workloadContainer struct {
 	cri  sandbox.Container
 }
 
-// startWorkload hands the pods to the kubelet and waits until every
-// container of every pod runs.
+// startWorkload hands the pods to the kubelet one at a time, in order,
+// waiting until every container of a pod runs before the next: placements
+// then do not depend on how the kubelet interleaves the creations, and the
+// report reads the same on every run.
 func startWorkload(ctx context.Context, sb *sandbox.Sandbox, pods []*corev1.Pod) ([]workloadContainer, error) {
+	var workload []workloadContainer
 	for _, pod := range pods {
 		if err := sb.WritePod(pod); err != nil {
 			return nil, err
 		}
-	}
-	var workload []workloadContainer
-	for _, pod := range pods {
 		for _, spec := range pod.Spec.Containers {
 			c, err := sb.WaitContainer(ctx, pod.Name, spec.Name)
 			if err != nil {
@@ -52,12 +55,14 @@ type probe struct {
 var probes = []probe{
 	{name: "cgroup", read: cgroupPath},
 	{name: "env added", read: envAdded},
-	{name: "cpuset", read: cpuset},
+	{name: "cpuset", read: cpusetInside},
+	{name: "placement", read: placement},
 	{name: "memory limit", read: memoryLimit},
 }
 
-// printReport prints, per container, what every probe reads. A probe that
-// fails prints its error: the report is for a person to read.
+// printReport prints, per container, what every probe reads; a probe that
+// reads nothing (its plugin does not run) prints no line. A probe that fails
+// prints its error: the report is for a person to read.
 func printReport(ctx context.Context, out io.Writer, sb *sandbox.Sandbox, workload []workloadContainer) error {
 	fmt.Fprintln(out, "workload:")
 	lastPod := ""
@@ -74,6 +79,9 @@ func printReport(ctx context.Context, out io.Writer, sb *sandbox.Sandbox, worklo
 					return fmt.Errorf("reporting on container %s: %w", c.cri.Name, ctx.Err())
 				}
 				value = "error: " + err.Error()
+			}
+			if value == "" {
+				continue
 			}
 			fmt.Fprintf(out, "      %-13s %s\n", p.name+":", value)
 		}
@@ -130,9 +138,9 @@ func envAdded(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (st
 	return strings.Join(added, " "), nil
 }
 
-// cpuset shows the container's cpuset cgroup and the CPUs its init process
+// cpusetInside shows the container's cpuset cgroup and the CPUs its init process
 // may run on.
-func cpuset(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+func cpusetInside(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
 	cpus, err := sb.ReadCgroup(ctx, c.cri.ID, sandbox.CPUSetCPUs)
 	if err != nil {
 		return "", err
@@ -167,4 +175,68 @@ func formatMemoryLimit(raw string) string {
 		return "unlimited"
 	}
 	return fmt.Sprintf("%d bytes (%.1f MiB)", n, float64(n)/(1<<20))
+}
+
+// placementWait bounds the wait for a placement record: topology-aware
+// writes its records behind its NRI handlers, so one may lag its container.
+const placementWait = 5 * time.Second
+
+// placement shows the pool, CPUs, memory nodes and reason that
+// topology-aware published for the container (a shared container's cpusets
+// are in its pool's record); nothing when topology-aware does not run.
+func placement(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+	if running, err := pluginRunning(sb, "topology-aware"); err != nil || !running {
+		return "", err
+	}
+	placements, err := nriplugin.PlacementRecords(sb.SharedDir())
+	if err != nil {
+		return "", err
+	}
+	pools, err := nriplugin.PoolRecords(sb.SharedDir())
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, placementWait)
+	defer cancel()
+	for {
+		rec, found, err := placements.Read(c.cri.ID)
+		if err != nil {
+			return "", err
+		}
+		if found {
+			all, err := pools.List()
+			if err != nil {
+				return "", err
+			}
+			cpus, mems, err := rec.Resolve(all)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%s pool, cpus %s, mems %s (%s)", rec.Pool, cpus, mems, rec.Reason), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "not published by topology-aware", nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// pluginRunning reports whether a plugin named name has published its
+// status (as every plugin's runner does) in the sandbox's shared dir.
+func pluginRunning(sb *sandbox.Sandbox, name string) (bool, error) {
+	statuses, err := state.PluginStatuses(sb.SharedDir())
+	if err != nil {
+		return false, err
+	}
+	all, err := statuses.List()
+	if err != nil {
+		return false, err
+	}
+	for _, st := range all {
+		if st.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
 }
