@@ -29,12 +29,14 @@ bin/nri-%: FORCE
 # tests on containerd and CRI-O, and a short run of every fuzz target.
 test: lint unit e2e fuzz-smoke
 
+# Unit and harness tests; the real-node tests (TestRealNode, e2e/runtime) are e2e's.
 unit:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e/runtime')
+	$(GO) test -race -count=1 -skip '^TestRealNode$$' $$($(GO) list ./... | grep -v '/e2e/runtime')
 
 # The real-node tests need root; elsewhere they skip and say why (in CI they must run).
 e2e: runtime-bins
 	$(GO) test -count=1 -v -timeout 25m $(RUNTIME_PKG)
+	$(GO) test -count=1 -v -timeout 15m -run '^TestRealNode$$' ./plugins/...
 
 runtime-bins:
 ifeq ($(IS_ROOT)$(CI),)
