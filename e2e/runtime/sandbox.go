@@ -293,7 +293,9 @@ func (s *Sandbox) Close() error {
 	}
 	s.kubelet.stop(10 * time.Second)
 	if s.cri != nil && s.rt.PID() != 0 {
-		if err := s.removeAllPods(); err != nil {
+		// A runtime that was killed just before may not be reaped yet: its
+		// CRI then fails, and the host cleanup below does the work by PID.
+		if err := s.removeAllPods(); err != nil && !s.runtimeExits(time.Second) {
 			errs = append(errs, err)
 		}
 	}
@@ -313,6 +315,18 @@ func (s *Sandbox) Close() error {
 		return fmt.Errorf("tearing down sandbox: %w", err)
 	}
 	return nil
+}
+
+// runtimeExits reports whether the runtime daemon is gone within d.
+func (s *Sandbox) runtimeExits(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for s.rt.PID() != 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 // removeAllPods stops and removes every pod sandbox, so that the runtime
