@@ -412,3 +412,51 @@ func TestNodeAndCDIOptions(t *testing.T) {
 	assert.Equal(t, v1.PodQOSBestEffort, pd.QOS())
 	assert.Equal(t, pd.ID(), pd.NRI().GetId())
 }
+
+func TestDroppedUpdatesUntilStart(t *testing.T) {
+	var idleID string
+	// Every creation after the idle one updates it to CPU 1.
+	update := &builtin.BuiltinPlugin{Index: "05", Base: "update", Handlers: builtin.BuiltinHandlers{
+		CreateContainer: func(_ context.Context, req *api.CreateContainerRequest) (*api.CreateContainerResponse, error) {
+			if req.Container.Name == "idle" {
+				idleID = req.Container.Id
+				return nil, nil
+			}
+			return &api.CreateContainerResponse{Update: []*api.ContainerUpdate{{ContainerId: idleID, Linux: &api.LinuxContainerUpdate{
+				Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "1"}},
+			}}}}, nil
+		},
+	}}
+	tests := []struct {
+		name     string
+		opts     []harness.Option
+		drop     bool
+		wantCPUs string // of idle after the second pod's creations
+	}{
+		{"applied by default", nil, false, "1"},
+		{"dropped until start", []harness.Option{harness.WithDroppedUpdatesUntilStart()}, true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := harness.New(t, append(tc.opts, harness.WithBuiltin(update))...)
+			besteffort := rt.NewPod(t, pod(t, "besteffort.yaml"))
+			require.NoError(t, rt.RunPodSandbox(besteffort))
+			idle := besteffort.Container("idle")
+			require.NoError(t, rt.CreateContainer(idle))
+
+			burstable := rt.RunPod(t, pod(t, "burstable.yaml"))
+			wantDropped := 0
+			if tc.drop { // one update per container created
+				wantDropped = len(burstable.Containers())
+			}
+			assert.Equal(t, tc.wantCPUs, idle.Spec().CPUs())
+			assert.Equal(t, wantDropped, idle.DroppedUpdates())
+
+			// Once started, the container gets updates again.
+			require.NoError(t, rt.StartContainer(idle))
+			rt.RunPod(t, pod(t, "guaranteed.yaml"))
+			idle.RequireCPUs(t, "1")
+			assert.Equal(t, wantDropped, idle.DroppedUpdates())
+		})
+	}
+}

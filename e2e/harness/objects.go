@@ -63,6 +63,7 @@ type Container struct {
 	manifest   v1.Container
 	adjustment *api.ContainerAdjustment
 	updates    []*api.LinuxResources
+	dropped    int
 	cdi        []string
 }
 
@@ -122,6 +123,14 @@ func (c *Container) Updates() []*api.LinuxResources {
 	c.Pod.rt.mu.Lock()
 	defer c.Pod.rt.mu.Unlock()
 	return append([]*api.LinuxResources(nil), c.updates[max(0, len(c.updates)-updateHistory):]...)
+}
+
+// DroppedUpdates is how many updates of this container the runtime lost
+// before its start (WithDroppedUpdatesUntilStart).
+func (c *Container) DroppedUpdates() int {
+	c.Pod.rt.mu.Lock()
+	defer c.Pod.rt.mu.Unlock()
+	return c.dropped
 }
 
 // CDIDevices are the CDI device names the plugins asked the runtime to inject.

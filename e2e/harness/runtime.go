@@ -57,6 +57,8 @@ type options struct {
 	plugins []PreRegisteredPlugin
 	cdi     func(*rspec.Spec, []string) error
 	builtin []*builtin.BuiltinPlugin
+	// dropUntilStart: updates of a created container are lost until it runs.
+	dropUntilStart bool
 }
 
 // WithNode sets what the kubelet knows of its node (cgroup driver, memory
@@ -84,6 +86,17 @@ func WithCDIInjector(fn func(spec *rspec.Spec, devices []string) error) Option {
 // Useful to provoke what a test plugin binary does not do, such as updates.
 func WithBuiltin(plugins ...*builtin.BuiltinPlugin) Option {
 	return func(o *options) { o.builtin = append(o.builtin, plugins...) }
+}
+
+// WithDroppedUpdatesUntilStart makes the runtime lose, as containerd can,
+// every update of a container between its creation and its start: containerd
+// ignores an update of a container it has not stored yet (it stores it only
+// after the plugins answered CreateContainer), and from the creation of its
+// task until the task runs an update reaches the stored spec but not the
+// cgroup. Without it the runtime applies them to the spec, which is then what
+// the container starts with. Container.DroppedUpdates counts the losses.
+func WithDroppedUpdatesUntilStart() Option {
+	return func(o *options) { o.dropUntilStart = true }
 }
 
 // New starts a runtime for the test with a private socket, plugin directory
@@ -271,12 +284,19 @@ func (rt *Runtime) updateFromPlugin(_ context.Context, updates []*api.ContainerU
 }
 
 // applyUpdatesLocked applies container updates as containerd does: an update
-// of a container it does not know is ignored. containerd has no failure
-// to report here either (its UpdateContainerResources only rewrites the spec
-// of a container without a task), so nothing is ever returned as failed.
+// of a container it does not know is ignored, and so is one of a container
+// not started yet under WithDroppedUpdatesUntilStart. containerd has no
+// failure to report here either (its UpdateContainerResources only rewrites
+// the spec of a container without a task), so nothing is ever returned as
+// failed.
 func (rt *Runtime) applyUpdatesLocked(updates []*api.ContainerUpdate) []*api.ContainerUpdate {
 	for _, u := range updates {
-		if c := rt.containerLocked(u.GetContainerId()); c != nil {
+		c := rt.containerLocked(u.GetContainerId())
+		switch {
+		case c == nil:
+		case rt.opts.dropUntilStart && c.status.State == api.ContainerState_CONTAINER_CREATED:
+			c.dropped++
+		default:
 			c.applyUpdateLocked(u.GetLinux().GetResources())
 		}
 	}

@@ -37,6 +37,12 @@ func newTestPlugin(t testing.TB, fixture string, devices DeviceSource) *testPlug
 // directories: a new process of an earlier plugin when they are its.
 func newTestPluginIn(t testing.TB, fixture string, devices DeviceSource, stateDir, shared string) *testPlugin {
 	t.Helper()
+	return newTestPluginWith(t, fixture, devices, stateDir, shared, nil)
+}
+
+// newTestPluginWith is newTestPluginIn with the runner's Updater.
+func newTestPluginWith(t testing.TB, fixture string, devices DeviceSource, stateDir, shared string, updater plugin.Updater) *testPlugin {
+	t.Helper()
 	root := fixtureRoot(fixture)
 	topo, err := sysfs.Discover(root)
 	require.NoError(t, err)
@@ -45,7 +51,7 @@ func newTestPluginIn(t testing.TB, fixture string, devices DeviceSource, stateDi
 	reg := prometheus.NewRegistry()
 	opts := Options{Topology: topo, SysfsRoot: root, StateDir: stateDir, Devices: devices}
 	p, err := New(plugin.Deps{Name: "topology-aware", Log: logrus.NewEntry(logger), Registry: reg,
-		MetricsNamespace: "test", SharedDir: shared}, opts)
+		MetricsNamespace: "test", SharedDir: shared, Updater: updater}, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
 	return &testPlugin{Plugin: p, opts: opts, registry: reg, shared: shared}

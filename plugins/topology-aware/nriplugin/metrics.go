@@ -54,6 +54,7 @@ type metrics struct {
 	latency         *prometheus.HistogramVec
 	checkpointSaves *prometheus.CounterVec
 	checkpointTime  prometheus.Histogram
+	reapplied       *prometheus.CounterVec
 }
 
 // latencyBuckets resolve the range below NRI's 2 s timeout, finely below 1 ms.
@@ -83,11 +84,15 @@ func newMetrics(namespace string) *metrics {
 			Help:    "Time a checkpoint write took (encode, write, fsync, rename), behind the NRI handlers.",
 			Buckets: latencyBuckets,
 		}),
+		reapplied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "reapplied_updates_total",
+			Help: "Placements pushed again to containers started after the shared pool changed (an update before the start may be lost), by outcome (applied, failed, error).",
+		}, []string{"outcome"}),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer, usage *usageCollector) error {
-	for _, c := range []prometheus.Collector{m.grants, m.rejections, m.latency, m.checkpointSaves, m.checkpointTime, usage} {
+	for _, c := range []prometheus.Collector{m.grants, m.rejections, m.latency, m.checkpointSaves, m.checkpointTime, m.reapplied, usage} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

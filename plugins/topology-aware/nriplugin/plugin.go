@@ -66,6 +66,7 @@ type Plugin struct {
 	requests   RequestBuilder
 	checkpoint *state.Checkpoint[policy.Snapshot]
 	persist    *persister
+	reapply    *reapplier
 
 	mu  sync.Mutex
 	cfg policy.Config
@@ -75,6 +76,8 @@ type Plugin struct {
 	// not return updates (RemoveContainer); the next handler that can
 	// delivers them, with their placement as it is then.
 	pending map[string]bool
+	// starts are the containers created and not started yet (starting.go).
+	starts startTracker
 }
 
 // New builds the plugin with the default configuration (see config.Parse);
@@ -116,11 +119,13 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		checkpoint: cp,
 		cfg:        cfg,
 		pending:    map[string]bool{},
+		starts:     newStartTracker(),
 	}
 	if err := p.metrics.register(deps.Registry, newUsageCollector(deps.MetricsNamespace, p.usage)); err != nil {
 		return nil, fmt.Errorf("create topology-aware plugin: register metrics: %w", err)
 	}
 	p.persist = newPersister(cp, pools, placements, p.collect, deps.Log, p.metrics)
+	p.reapply = newReapplier(deps.Updater, p.currentUpdates, deps.Log, p.metrics)
 	return p, nil
 }
 
@@ -139,8 +144,9 @@ func (p *Plugin) Configure(data []byte, source string) error {
 	return nil
 }
 
-// Close writes the state a last time.
+// Close stops re-applying placements and writes the state a last time.
 func (p *Plugin) Close() error {
+	p.reapply.Close()
 	if err := p.persist.Close(); err != nil {
 		return fmt.Errorf("close topology-aware plugin: %w", err)
 	}
@@ -172,7 +178,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if !pl.Mems.IsEmpty() {
 		adjust.SetLinuxCPUSetMems(pl.Mems.String())
 	}
-	return adjust, p.updatesLocked(others, ctr.GetId()), nil
+	updates := p.updatesLocked(others, ctr.GetId())
+	p.starts.created(ctr.GetId()) // after updatesLocked: its own updates are not lost to it
+	return adjust, updates, nil
 }
 
 // UpdateContainer resizes the container in place to the new resources.
@@ -213,6 +221,39 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	return p.updatesLocked(p.releaseLocked(pod, ctr), ""), nil
 }
 
+// PostStartContainer pushes the container's placement again, once this
+// handler returned, if the shared pool changed since its creation: an
+// update of it before its start may have been lost (see starting.go).
+func (p *Plugin) PostStartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.starts.started(ctr.GetId()) || p.pol == nil {
+		return nil
+	}
+	if pl, ok := p.pol.Placement(ctr.GetId()); ok && pl.Pool == policy.PoolShared {
+		p.reapply.Queue(ctr.GetId(), k8s.IdentityOf(pod, ctr).Fields())
+	}
+	return nil
+}
+
+// currentUpdates returns the updates that set the containers to their
+// placements as they are now; containers no longer placed are left out.
+// The reapplier calls it outside the handlers.
+func (p *Plugin) currentUpdates(ids []string) []*api.ContainerUpdate {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pol == nil {
+		return nil
+	}
+	pls := make([]policy.Placement, 0, len(ids))
+	for _, id := range ids {
+		if pl, ok := p.pol.Placement(id); ok {
+			pls = append(pls, pl)
+		}
+	}
+	return containerUpdates(pls)
+}
+
 // RemoveContainer releases the container if StopContainer did not (a
 // container removed without being stopped). NRI lets RemoveContainer return
 // no updates, so those it causes wait for the next event that can.
@@ -239,6 +280,7 @@ func (p *Plugin) releaseLocked(pod *api.PodSandbox, ctr *api.Container) []policy
 	others := p.pol.Release(ctr.GetId())
 	p.metrics.observe(opRelease, start)
 	delete(p.pending, ctr.GetId())
+	p.starts.forget(ctr.GetId())
 	p.persist.Changed()
 	p.log.WithFields(k8s.IdentityOf(pod, ctr).Fields()).WithFields(logrus.Fields{
 		"pool": pl.Pool, "cpus": pl.CPUs.String(), "mems": pl.Mems.String(), "updated": len(others),
@@ -294,6 +336,9 @@ func (p *Plugin) updatesLocked(changed []policy.Placement, exclude string) []*ap
 		changed = p.withPendingLocked(changed)
 	}
 	changed = slices.DeleteFunc(changed, func(pl policy.Placement) bool { return pl.ContainerID == exclude })
+	if len(changed) > 0 {
+		p.starts.announced()
+	}
 	if p.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
 		for _, pl := range changed {
 			p.log.WithField("container_id", pl.ContainerID).WithFields(placementFields(pl)).Debug("updating container")

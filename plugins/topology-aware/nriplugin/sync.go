@@ -47,6 +47,7 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 	p.metrics.observe(opRestore, start)
 	p.pol = pol
 	clear(p.pending)
+	p.starts.resync(func(id string) bool { _, ok := pol.Placement(id); return ok }, notStarted(ctrs))
 	p.persist.Changed()
 	p.logRestore(report, saved, running, source)
 
@@ -101,6 +102,17 @@ func (p *Plugin) running(pods []*api.PodSandbox, ctrs []*api.Container) []policy
 		out = append(out, r)
 	}
 	return out
+}
+
+// notStarted returns the ids of the containers created and not started.
+func notStarted(ctrs []*api.Container) []string {
+	var ids []string
+	for _, c := range ctrs {
+		if c.GetState() == api.ContainerState_CONTAINER_CREATED {
+			ids = append(ids, c.GetId())
+		}
+	}
+	return ids
 }
 
 // logRestore logs one line per decision of the restore and a summary.

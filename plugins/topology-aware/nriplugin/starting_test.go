@@ -1,0 +1,261 @@
+package nriplugin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/plugin"
+)
+
+func TestStartTracker(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps func(s *startTracker)
+		// started: id -> whether started reports a possibly lost update
+		started map[string]bool
+	}{
+		{"nothing announced", func(s *startTracker) { s.created("a") }, map[string]bool{"a": false}},
+		{"announced after creation", func(s *startTracker) { s.created("a"); s.announced() }, map[string]bool{"a": true}},
+		{"announced before creation only", func(s *startTracker) { s.announced(); s.created("a") }, map[string]bool{"a": false}},
+		{"each container its own creation", func(s *startTracker) { s.created("a"); s.announced(); s.created("b") },
+			map[string]bool{"a": true, "b": false}},
+		{"unknown container", func(s *startTracker) { s.announced() }, map[string]bool{"a": false}},
+		{"forgotten container", func(s *startTracker) { s.created("a"); s.announced(); s.forget("a") }, map[string]bool{"a": false}},
+		{"resync keeps placed, adds created, counts from now", func(s *startTracker) {
+			s.created("placed")
+			s.created("gone")
+			s.announced()
+			s.resync(func(id string) bool { return id != "gone" }, []string{"new"})
+			s.announced()
+		}, map[string]bool{"placed": true, "gone": false, "new": true}},
+		{"resync without later changes", func(s *startTracker) {
+			s.created("a")
+			s.announced()
+			s.resync(func(string) bool { return true }, nil)
+		}, map[string]bool{"a": false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStartTracker()
+			tc.steps(&s)
+			for id, want := range tc.started {
+				assert.Equal(t, want, s.started(id), "started(%s)", id)
+				assert.False(t, s.started(id), "started(%s) a second time", id)
+			}
+			assert.Empty(t, s.starting, "every container is forgotten once started")
+		})
+	}
+}
+
+// recordingUpdater is the runner's Updater as a runtime that applies
+// everything, recording what it got; during, if set, runs within each call.
+type recordingUpdater struct {
+	mu     sync.Mutex
+	calls  [][]*api.ContainerUpdate
+	during func()
+	fail   func(updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+}
+
+func (u *recordingUpdater) UpdateContainers(updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	u.mu.Lock()
+	u.calls = append(u.calls, updates)
+	during, fail := u.during, u.fail
+	u.mu.Unlock()
+	if during != nil {
+		during()
+	}
+	if fail != nil {
+		return fail(updates)
+	}
+	return nil, nil
+}
+
+// pushed returns the cpuset.cpus of every update of id, in order.
+func (u *recordingUpdater) pushed(id string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []string
+	for _, call := range u.calls {
+		for _, up := range call {
+			if up.GetContainerId() == id {
+				out = append(out, up.GetLinux().GetResources().GetCpu().GetCpus())
+			}
+		}
+	}
+	return out
+}
+
+func TestPostStartReappliesPlacementAfterSharedPoolChanged(t *testing.T) {
+	u := &recordingUpdater{}
+	p := newTestPluginWith(t, "smt-2s-12c-interleaved", nil, t.TempDir(), t.TempDir(), u)
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	ctx := context.Background()
+
+	// web is created and started before the grant: nothing to re-apply.
+	web, err := v.create(t, p.Plugin, "burstable.yaml", "web")
+	require.NoError(t, err)
+	require.NoError(t, p.PostStartContainer(ctx, v.pods[v.ctrs[web].GetPodSandboxId()], v.ctrs[web]))
+	// idle is created, then the grant changes the shared pool, then idle starts.
+	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
+	require.NoError(t, err)
+	app, err := v.create(t, p.Plugin, "guaranteed-2cpu.yaml", "app")
+	require.NoError(t, err)
+	require.NoError(t, p.PostStartContainer(ctx, v.pods[v.ctrs[app].GetPodSandboxId()], v.ctrs[app]))
+	require.NoError(t, p.PostStartContainer(ctx, v.pods[v.ctrs[idle].GetPodSandboxId()], v.ctrs[idle]))
+
+	want := v.cpus(t, idle).String()
+	require.Eventually(t, func() bool { return len(u.pushed(idle)) > 0 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []string{want}, u.pushed(idle), "idle's current placement, once")
+	// web was queued before idle if at all, so its push would be seen by now.
+	assert.Empty(t, u.pushed(web), "web started before the change")
+	assert.Empty(t, u.pushed(app), "app is not on the shared pool")
+	assert.InDelta(t, 1, counterValue(t, p.metrics.reapplied.WithLabelValues(reapplyApplied)), 0)
+}
+
+func TestCurrentUpdatesLeaveOutRemovedContainers(t *testing.T) {
+	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
+	require.NoError(t, err)
+	web, err := v.create(t, p.Plugin, "burstable.yaml", "web")
+	require.NoError(t, err)
+	v.remove(t, p.Plugin, web, true)
+
+	updates := p.currentUpdates([]string{idle, web})
+	require.Len(t, updates, 1)
+	assert.Equal(t, idle, updates[0].GetContainerId())
+	assert.Equal(t, v.cpus(t, idle).String(), updates[0].GetLinux().GetResources().GetCpu().GetCpus())
+	p.mu.Lock()
+	assert.NotContains(t, p.starts.starting, web, "a removed container is not waited for")
+	p.mu.Unlock()
+}
+
+// placements is what a reapplier reads: a container's cpuset.cpus, changed
+// by the test while a push is on its way.
+type placements struct {
+	mu   sync.Mutex
+	cpus map[string]string
+}
+
+func (s *placements) set(id, cpus string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cpus[id] = cpus
+}
+
+func (s *placements) current(ids []string) []*api.ContainerUpdate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*api.ContainerUpdate
+	for _, id := range ids {
+		if cpus, ok := s.cpus[id]; ok {
+			out = append(out, &api.ContainerUpdate{ContainerId: id, Linux: &api.LinuxContainerUpdate{
+				Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: cpus}},
+			}})
+		}
+	}
+	return out
+}
+
+func newTestReapplier(t *testing.T, u plugin.Updater, s *placements) (*reapplier, *metrics) {
+	t.Helper()
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	m := newMetrics("test")
+	r := newReapplier(u, s.current, logrus.NewEntry(logger), m)
+	t.Cleanup(r.Close)
+	return r, m
+}
+
+func TestReapplierPushesAgainWhenThePlacementChangedInFlight(t *testing.T) {
+	s := &placements{cpus: map[string]string{"a": "0-3"}}
+	u := &recordingUpdater{}
+	once := sync.Once{}
+	// A handler's newer update reaches the runtime before the push does.
+	u.during = func() { once.Do(func() { s.set("a", "0-1") }) }
+	r, m := newTestReapplier(t, u, s)
+	r.Queue("a", logrus.Fields{"container": "a"})
+	require.Eventually(t, func() bool { return len(u.pushed("a")) == 2 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []string{"0-3", "0-1"}, u.pushed("a"), "the last push carries the newer placement")
+	assert.InDelta(t, 2, counterValue(t, m.reapplied.WithLabelValues(reapplyApplied)), 0)
+}
+
+func TestReapplierOutcomes(t *testing.T) {
+	errRuntime := errors.New("connection reset")
+	tests := []struct {
+		name string
+		// fail is the runtime's answer to a push of a and gone.
+		fail     func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+		updater  bool
+		outcomes map[string]float64
+	}{
+		{"applied", nil, true, map[string]float64{reapplyApplied: 2}},
+		{"failed, one removed meanwhile", func(u []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return u, nil },
+			true, map[string]float64{reapplyFailed: 1}},
+		{"request failed", func(u []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return u, errRuntime },
+			true, map[string]float64{reapplyError: 2}},
+		{"no updater", nil, false, map[string]float64{reapplyError: 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &placements{cpus: map[string]string{"a": "0-3", "gone": "0-3"}}
+			u := &recordingUpdater{fail: tc.fail}
+			// gone is removed while its push is on its way (the two may
+			// be queued into one push or two).
+			u.during = func() {
+				u.mu.Lock()
+				last := u.calls[len(u.calls)-1]
+				u.mu.Unlock()
+				if slices.ContainsFunc(last, func(up *api.ContainerUpdate) bool { return up.GetContainerId() == "gone" }) {
+					s.mu.Lock()
+					delete(s.cpus, "gone")
+					s.mu.Unlock()
+				}
+			}
+			var updater plugin.Updater
+			if tc.updater {
+				updater = u
+			}
+			r, m := newTestReapplier(t, updater, s)
+			r.Queue("a", nil)
+			r.Queue("gone", nil)
+			total := func() float64 {
+				sum := 0.0
+				for _, o := range []string{reapplyApplied, reapplyFailed, reapplyError} {
+					sum += counterValue(t, m.reapplied.WithLabelValues(o))
+				}
+				return sum
+			}
+			var want float64
+			for _, n := range tc.outcomes {
+				want += n
+			}
+			require.Eventually(t, func() bool { return total() >= want }, 10*time.Second, time.Millisecond)
+			r.Close()
+			for _, o := range []string{reapplyApplied, reapplyFailed, reapplyError} {
+				assert.InDelta(t, tc.outcomes[o], counterValue(t, m.reapplied.WithLabelValues(o)), 0, "outcome %s", o)
+			}
+		})
+	}
+}
+
+// counterValue reads one child of a counter vector.
+func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	assert.NoError(t, c.Write(&m)) // not require: also called from Eventually's goroutine
+	return m.GetCounter().GetValue()
+}
