@@ -33,9 +33,10 @@
 //
 // Record kinds, each defined here so that no plugin imports another:
 // "plugins" (PluginStatus, published by every runner, read by the stats
-// plugin) and "devices" (ContainerDevices: device-injector's devices and
-// their locality per container, read by topology-aware and stats). Kinds
-// planned by later work: "placements" (topology-aware's CPUs and NUMA nodes
-// per container), device health (KEP-4680) and "readiness" (sidecar-order's
-// sidecar readiness, keyed by pod UID).
+// plugin), "devices" (ContainerDevices: device-injector's devices and their
+// locality per container, read by topology-aware and stats), "placements"
+// and "pools" (PlacementRecord and PoolRecord: topology-aware's CPUs and
+// NUMA nodes per container and its shared pool). Kinds planned by later
+// work: device health (KEP-4680) and "readiness" (sidecar-order's sidecar
+// readiness, keyed by pod UID).
 package state

@@ -640,7 +640,7 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 func TestCheckpointAndRecordsFollowTheLiveState(t *testing.T) {
 	n := startNode(t, "smt-2s-12c-interleaved", nodeOptions{})
 	ctrs := mixedWorkload(t, n)
-	recs, err := nriplugin.PlacementRecords(n.rt.SharedDir())
+	recs, err := state.PlacementRecords(n.rt.SharedDir())
 	require.NoError(t, err)
 
 	// The writer runs behind the handlers: poll for it, bounded.
@@ -653,7 +653,7 @@ func TestCheckpointAndRecordsFollowTheLiveState(t *testing.T) {
 		keys, err := recs.Keys()
 		return err == nil && slices.Equal(keys, ids)
 	}, 10*time.Second, 10*time.Millisecond)
-	poolRecs, err := nriplugin.PoolRecords(n.rt.SharedDir())
+	poolRecs, err := state.PoolRecords(n.rt.SharedDir())
 	require.NoError(t, err)
 	pools, err := poolRecs.List()
 	require.NoError(t, err)

@@ -20,7 +20,6 @@ import (
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
 )
 
 // TestRealNode is the whole flow on a real node (issue 3's acceptance): the
@@ -194,8 +193,8 @@ type realNode struct {
 	sb         *sandbox.Sandbox
 	spec       sandbox.PluginSpec
 	plugin     *sandbox.Plugin
-	placements *state.Records[nriplugin.PlacementRecord]
-	pools      *state.Records[nriplugin.PoolRecord]
+	placements *state.Records[state.PlacementRecord]
+	pools      *state.Records[state.PoolRecord]
 	pods       map[string]string // manifest name -> id of its container "main"
 }
 
@@ -206,9 +205,9 @@ func (n *realNode) startPlugin(t *testing.T) {
 	require.NoError(t, p.WaitReady(n.ctx))
 	n.plugin = p
 	if n.placements == nil {
-		n.placements, err = nriplugin.PlacementRecords(n.sb.SharedDir())
+		n.placements, err = state.PlacementRecords(n.sb.SharedDir())
 		require.NoError(t, err)
-		n.pools, err = nriplugin.PoolRecords(n.sb.SharedDir())
+		n.pools, err = state.PoolRecords(n.sb.SharedDir())
 		require.NoError(t, err)
 	}
 }
@@ -225,7 +224,7 @@ func (n *realNode) runPod(t *testing.T, pod *corev1.Pod) string {
 
 // published returns the plugin's placement record of a container with its
 // cpusets resolved (a shared container's are in the pool's record).
-func (n *realNode) published(id string) (nriplugin.PlacementRecord, error) {
+func (n *realNode) published(id string) (state.PlacementRecord, error) {
 	rec, found, err := n.placements.Read(id)
 	if err != nil {
 		return rec, err
@@ -243,9 +242,9 @@ func (n *realNode) published(id string) (nriplugin.PlacementRecord, error) {
 
 // record waits for a container's placement record: records are written
 // behind the handlers.
-func (n *realNode) record(t *testing.T, id string) nriplugin.PlacementRecord {
+func (n *realNode) record(t *testing.T, id string) state.PlacementRecord {
 	t.Helper()
-	var rec nriplugin.PlacementRecord
+	var rec state.PlacementRecord
 	nodePoll(t, n.ctx, "the placement record of container "+id, func() (err error) {
 		rec, err = n.published(id)
 		return err
@@ -257,7 +256,7 @@ func (n *realNode) record(t *testing.T, id string) nriplugin.PlacementRecord {
 // by one write) and the cpusets inside the container (now).
 func (n *realNode) requirePlaced(t *testing.T, id, pool string, cpus cpuset.CPUSet) {
 	t.Helper()
-	var rec nriplugin.PlacementRecord
+	var rec state.PlacementRecord
 	nodePoll(t, n.ctx, fmt.Sprintf("container %s to be published in pool %s on CPUs %s", id, pool, cpus), func() error {
 		var err error
 		if rec, err = n.published(id); err != nil {

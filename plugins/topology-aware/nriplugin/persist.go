@@ -56,8 +56,8 @@ const (
 type persister struct {
 	checkpoint *state.Checkpoint[policy.Snapshot]
 	// The records in the shared state; nil: sharing disabled.
-	pools      *recordSet[PoolRecord]
-	placements *recordSet[PlacementRecord]
+	pools      *recordSet[state.PoolRecord]
+	placements *recordSet[state.PlacementRecord]
 	// collect returns the state to write, under the plugin's lock; ok is
 	// false while there is none yet (before the first Synchronize).
 	collect func() (st persistedState, ok bool)
@@ -82,7 +82,7 @@ type persister struct {
 // the snapshot outside the plugin's lock.
 type persistedState struct {
 	snapshot policy.Snapshot
-	pools    map[string]PoolRecord
+	pools    map[string]state.PoolRecord
 }
 
 // flushRequest asks the writer to write every change made before it.
@@ -93,7 +93,7 @@ type flushRequest struct {
 	checkpointOnly bool
 }
 
-func newPersister(cp *state.Checkpoint[policy.Snapshot], pools *state.Records[PoolRecord], placements *state.Records[PlacementRecord],
+func newPersister(cp *state.Checkpoint[policy.Snapshot], pools *state.Records[state.PoolRecord], placements *state.Records[state.PlacementRecord],
 	collect func() (persistedState, bool), log *logrus.Entry, m *metrics) *persister {
 	s := &persister{
 		checkpoint: cp, collect: collect, log: log, metrics: m,
@@ -101,8 +101,8 @@ func newPersister(cp *state.Checkpoint[policy.Snapshot], pools *state.Records[Po
 		closing: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	if pools != nil && placements != nil {
-		s.pools = &recordSet[PoolRecord]{records: pools, what: "pool", equal: PoolRecord.equal, log: log}
-		s.placements = &recordSet[PlacementRecord]{records: placements, what: "placement", equal: PlacementRecord.equal, log: log}
+		s.pools = &recordSet[state.PoolRecord]{records: pools, what: "pool", equal: func(a, b state.PoolRecord) bool { return a == b }, log: log}
+		s.placements = &recordSet[state.PlacementRecord]{records: placements, what: "placement", equal: samePlacement, log: log}
 	}
 	go s.run()
 	return s
@@ -220,7 +220,7 @@ func (s *persister) write(saved func(error)) error {
 	if s.placements == nil {
 		return nil
 	}
-	placements := make(map[string]PlacementRecord, len(st.snapshot.Containers))
+	placements := make(map[string]state.PlacementRecord, len(st.snapshot.Containers))
 	for _, c := range st.snapshot.Containers {
 		placements[c.Placement.ContainerID] = newPlacementRecord(c.Request, c.Placement)
 	}

@@ -44,14 +44,14 @@ func (f *fakeState) collect() (persistedState, bool) {
 	f.collected++
 	return persistedState{
 		snapshot: f.snap,
-		pools:    map[string]PoolRecord{SharedPoolRecord: {Pool: "shared", CPUs: "8-15", Mems: "0", MemsWithCPULess: "0,2"}},
+		pools:    map[string]state.PoolRecord{state.SharedPoolRecord: {Pool: "shared", CPUs: "8-15", Mems: "0", MemsWithCPULess: "0,2"}},
 	}, true
 }
 
 type persisterEnv struct {
 	cp    *state.Checkpoint[policy.Snapshot]
-	pools *state.Records[PoolRecord]
-	recs  *state.Records[PlacementRecord]
+	pools *state.Records[state.PoolRecord]
+	recs  *state.Records[state.PlacementRecord]
 	state *fakeState
 }
 
@@ -60,9 +60,9 @@ func newPersisterEnv(t *testing.T) persisterEnv {
 	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(t.TempDir(), CheckpointFile), CheckpointVersion)
 	require.NoError(t, err)
 	shared := t.TempDir()
-	pools, err := PoolRecords(shared)
+	pools, err := state.PoolRecords(shared)
 	require.NoError(t, err)
-	recs, err := PlacementRecords(shared)
+	recs, err := state.PlacementRecords(shared)
 	require.NoError(t, err)
 	return persisterEnv{cp: cp, pools: pools, recs: recs, state: &fakeState{}}
 }
@@ -91,7 +91,7 @@ func (e persisterEnv) requireOnDisk(t *testing.T, ids ...string) {
 		assert.Equal(t, cpuset.New(i).String(), rec.CPUs)
 		assert.Equal(t, "pod-"+id, rec.Pod)
 	}
-	pool, found, err := e.pools.Read(SharedPoolRecord)
+	pool, found, err := e.pools.Read(state.SharedPoolRecord)
 	require.NoError(t, err)
 	require.True(t, found, "the shared pool's record")
 	assert.Equal(t, "8-15", pool.CPUs)
@@ -139,7 +139,7 @@ func TestPersisterCoalescesChanges(t *testing.T) {
 func TestPersisterReplacesWhatAnEarlierProcessLeft(t *testing.T) {
 	env := newPersisterEnv(t)
 	// A dead container's record and an unreadable one, from before a restart.
-	require.NoError(t, env.recs.Publish("gone", PlacementRecord{ContainerID: "gone"}))
+	require.NoError(t, env.recs.Publish("gone", state.PlacementRecord{ContainerID: "gone"}))
 	require.NoError(t, os.MkdirAll(env.recs.Dir(), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(env.recs.Dir(), "torn.json"), []byte("{"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(env.recs.Dir(), "a.json"), []byte("{"), 0o644))

@@ -96,13 +96,13 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	}
 	// Placements are published in the runner's shared state directory,
 	// unless sharing is disabled.
-	var pools *state.Records[PoolRecord]
-	var placements *state.Records[PlacementRecord]
+	var pools *state.Records[state.PoolRecord]
+	var placements *state.Records[state.PlacementRecord]
 	if deps.SharedDir != "" {
-		if pools, err = PoolRecords(deps.SharedDir); err != nil {
+		if pools, err = state.PoolRecords(deps.SharedDir); err != nil {
 			return nil, fmt.Errorf("create topology-aware plugin: %w", err)
 		}
-		if placements, err = PlacementRecords(deps.SharedDir); err != nil {
+		if placements, err = state.PlacementRecords(deps.SharedDir); err != nil {
 			return nil, fmt.Errorf("create topology-aware plugin: %w", err)
 		}
 		if opts.Devices == nil {
@@ -424,7 +424,7 @@ func (p *Plugin) collect() (persistedState, bool) {
 	}
 	return persistedState{
 		snapshot: p.pol.Snapshot(),
-		pools:    map[string]PoolRecord{SharedPoolRecord: newSharedPoolRecord(p.pol)},
+		pools:    map[string]state.PoolRecord{state.SharedPoolRecord: newSharedPoolRecord(p.pol)},
 	}, true
 }
 

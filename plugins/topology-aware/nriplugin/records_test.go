@@ -12,45 +12,12 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 )
 
-func TestResolve(t *testing.T) {
-	pools := map[string]PoolRecord{SharedPoolRecord: {Pool: "shared", CPUs: "2-15", Mems: "0,1", MemsWithCPULess: "0-3"}}
-	tests := []struct {
-		name      string
-		rec       PlacementRecord
-		wantCPUs  string
-		wantMems  string
-		wantError string
-	}{
-		{name: "own cpusets", rec: PlacementRecord{ContainerID: "a", Pool: "exclusive", CPUs: "0-1", Mems: "0"},
-			wantCPUs: "0-1", wantMems: "0"},
-		{name: "the shared pool's", rec: PlacementRecord{ContainerID: "b", Pool: "shared", PoolRecord: SharedPoolRecord},
-			wantCPUs: "2-15", wantMems: "0,1"},
-		{name: "the shared pool's with CPU-less memory", rec: PlacementRecord{ContainerID: "c", Pool: "shared", PoolRecord: SharedPoolRecord, CPULessMemory: true},
-			wantCPUs: "2-15", wantMems: "0-3"},
-		{name: "a pool not published", rec: PlacementRecord{ContainerID: "d", Pool: "shared", PoolRecord: "elsewhere"},
-			wantError: `container d: pool record "elsewhere" is not published`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			cpus, mems, err := tc.rec.Resolve(pools)
-			if tc.wantError != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tc.wantError)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.wantCPUs, cpus)
-			assert.Equal(t, tc.wantMems, mems)
-		})
-	}
-}
-
 // publishedRecords reads back what the plugin published.
-func publishedRecords(t *testing.T, shared string) (map[string]PlacementRecord, map[string]PoolRecord) {
+func publishedRecords(t *testing.T, shared string) (map[string]state.PlacementRecord, map[string]state.PoolRecord) {
 	t.Helper()
-	placements, err := PlacementRecords(shared)
+	placements, err := state.PlacementRecords(shared)
 	require.NoError(t, err)
-	pools, err := PoolRecords(shared)
+	pools, err := state.PoolRecords(shared)
 	require.NoError(t, err)
 	recs, err := placements.List()
 	require.NoError(t, err)
@@ -83,12 +50,12 @@ func TestRecordsResolveToWhatContainersRun(t *testing.T) {
 	require.NoError(t, p.persist.Flush())
 	recs, _ := publishedRecords(t, p.shared)
 	require.Len(t, recs, len(sharedIDs))
-	dir := filepath.Join(p.shared, PlacementKind)
+	dir := filepath.Join(p.shared, state.PlacementKind)
 	before := map[string]uint64{}
 	for _, id := range sharedIDs {
 		before[id] = inode(t, filepath.Join(dir, id+".json"))
 	}
-	poolBefore := inode(t, filepath.Join(p.shared, PoolRecordKind, SharedPoolRecord+".json"))
+	poolBefore := inode(t, filepath.Join(p.shared, state.PoolRecordKind, state.SharedPoolRecord+".json"))
 
 	app, err := v.create(t, p.Plugin, "guaranteed-2cpu.yaml", "app")
 	require.NoError(t, err)
@@ -104,19 +71,19 @@ func TestRecordsResolveToWhatContainersRun(t *testing.T) {
 	assert.Equal(t, "exclusive", recs[app].Pool)
 	assert.NotEmpty(t, recs[app].CPUs, "a grant's record has its own cpusets")
 	for _, id := range sharedIDs {
-		assert.Equal(t, SharedPoolRecord, recs[id].PoolRecord)
+		assert.Equal(t, state.SharedPoolRecord, recs[id].PoolRecord)
 		assert.Empty(t, recs[id].CPUs, "a shared container's cpusets are the pool's")
 		assert.Equal(t, before[id], inode(t, filepath.Join(dir, id+".json")), "the grant did not rewrite %s's record", id)
 	}
-	assert.NotEqual(t, poolBefore, inode(t, filepath.Join(p.shared, PoolRecordKind, SharedPoolRecord+".json")), "the grant rewrote the pool's record")
+	assert.NotEqual(t, poolBefore, inode(t, filepath.Join(p.shared, state.PoolRecordKind, state.SharedPoolRecord+".json")), "the grant rewrote the pool's record")
 }
 
 func TestOutdatedRecordsAreReplaced(t *testing.T) {
 	env := newPersisterEnv(t)
 	// A record of schema version 1, as the plugin published before pool records.
-	v1, err := state.NewRecords[PlacementRecord](filepath.Dir(env.recs.Dir()), PlacementKind, 1)
+	v1, err := state.NewRecords[state.PlacementRecord](filepath.Dir(env.recs.Dir()), state.PlacementKind, 1)
 	require.NoError(t, err)
-	require.NoError(t, v1.Publish("a", PlacementRecord{ContainerID: "a", Pool: "shared", CPUs: "0-7"}))
+	require.NoError(t, v1.Publish("a", state.PlacementRecord{ContainerID: "a", Pool: "shared", CPUs: "0-7"}))
 	_, _, err = env.recs.Read("a")
 	require.ErrorIs(t, err, state.ErrCorrupt, "a version 1 record is not read as version 2")
 

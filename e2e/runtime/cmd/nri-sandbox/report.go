@@ -13,7 +13,6 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
 )
 
 // workloadContainer is one running container of the demo workload.
@@ -188,11 +187,11 @@ func placement(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (s
 	if running, err := pluginRunning(sb, "topology-aware"); err != nil || !running {
 		return "", err
 	}
-	placements, err := nriplugin.PlacementRecords(sb.SharedDir())
+	placements, err := state.PlacementRecords(sb.SharedDir())
 	if err != nil {
 		return "", err
 	}
-	pools, err := nriplugin.PoolRecords(sb.SharedDir())
+	pools, err := state.PoolRecords(sb.SharedDir())
 	if err != nil {
 		return "", err
 	}
