@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -78,4 +79,20 @@ func readConfigFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read config file %s: %w", path, err)
 	}
 	return data, nil
+}
+
+// OneOf checks the value of an enumerated config key: empty means def, a value
+// not in allowed is an error naming the key, the value and the allowed ones.
+func OneOf[T ~string](key, value string, def T, allowed ...T) (T, error) {
+	if value == "" {
+		return def, nil
+	}
+	if slices.Contains(allowed, T(value)) {
+		return T(value), nil
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	return "", fmt.Errorf("%s: %q: expected one of %s", key, value, strings.Join(names, ", "))
 }

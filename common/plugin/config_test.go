@@ -74,3 +74,15 @@ func FuzzDecodeConfig(f *testing.F) {
 		}
 	})
 }
+
+func TestOneOf(t *testing.T) {
+	type mode string
+	got, err := OneOf[mode]("mode", "", "auto", "auto", "plugin")
+	require.NoError(t, err)
+	assert.Equal(t, mode("auto"), got, "empty is the default")
+	got, err = OneOf[mode]("mode", "plugin", "auto", "auto", "plugin")
+	require.NoError(t, err)
+	assert.Equal(t, mode("plugin"), got)
+	_, err = OneOf[mode]("mode", "runtim", "auto", "auto", "plugin")
+	assert.EqualError(t, err, `mode: "runtim": expected one of auto, plugin`)
+}

@@ -122,10 +122,10 @@ func (f File) config() (Config, error) {
 	if cfg.SpecDirs, err = specDirs(f.SpecDirs); err != nil {
 		return cfg, err
 	}
-	if cfg.Mode, err = oneOf("mode", f.Mode, ModeAuto, ModeRuntime, ModePlugin, ModeAuto); err != nil {
+	if cfg.Mode, err = plugin.OneOf("mode", f.Mode, ModeAuto, ModeRuntime, ModePlugin, ModeAuto); err != nil {
 		return cfg, err
 	}
-	if cfg.UnhealthyAction, err = oneOf("unhealthy-action", f.UnhealthyAction, UnhealthyFail, UnhealthyFail, UnhealthyWarn); err != nil {
+	if cfg.UnhealthyAction, err = plugin.OneOf("unhealthy-action", f.UnhealthyAction, UnhealthyFail, UnhealthyFail, UnhealthyWarn); err != nil {
 		return cfg, err
 	}
 	if cfg.Policy, err = f.Policy.policy(); err != nil {
@@ -171,21 +171,6 @@ func specDirs(dirs []string) ([]string, error) {
 		out = append(out, clean)
 	}
 	return out, nil
-}
-
-// oneOf checks an enumerated key; empty means def.
-func oneOf[T ~string](key, value string, def T, allowed ...T) (T, error) {
-	if value == "" {
-		return def, nil
-	}
-	if slices.Contains(allowed, T(value)) {
-		return T(value), nil
-	}
-	names := make([]string, len(allowed))
-	for i, a := range allowed {
-		names[i] = string(a)
-	}
-	return "", fmt.Errorf("%s: %q: expected one of %s", key, value, strings.Join(names, ", "))
 }
 
 func (p PolicyFile) policy() (Policy, error) {

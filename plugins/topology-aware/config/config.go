@@ -184,11 +184,11 @@ func (f File) policyConfig() (policy.Config, error) {
 		return cfg, err
 	}
 	var err error
-	if cfg.TopologyPolicy, err = oneOf("topology-policy", f.TopologyPolicy, policy.TopologyNone,
+	if cfg.TopologyPolicy, err = plugin.OneOf("topology-policy", f.TopologyPolicy, policy.TopologyNone,
 		policy.TopologyNone, policy.TopologyBestEffort, policy.TopologyRestricted, policy.TopologySingleNUMANode); err != nil {
 		return cfg, err
 	}
-	if cfg.TopologyScope, err = oneOf("topology-scope", f.TopologyScope, policy.ScopeContainer,
+	if cfg.TopologyScope, err = plugin.OneOf("topology-scope", f.TopologyScope, policy.ScopeContainer,
 		policy.ScopeContainer, policy.ScopePod); err != nil {
 		return cfg, err
 	}
@@ -212,21 +212,6 @@ func applyOptions(cfg *policy.Config, names []string) error {
 		set(cfg)
 	}
 	return nil
-}
-
-// oneOf checks an enumerated key; empty means def.
-func oneOf[T ~string](key, value string, def T, allowed ...T) (T, error) {
-	if value == "" {
-		return def, nil
-	}
-	if slices.Contains(allowed, T(value)) {
-		return T(value), nil
-	}
-	names := make([]string, len(allowed))
-	for i, a := range allowed {
-		names[i] = string(a)
-	}
-	return "", fmt.Errorf("%s: %q: expected one of %s", key, value, strings.Join(names, ", "))
 }
 
 // reservedMemory parses node id -> quantity.

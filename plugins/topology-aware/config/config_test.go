@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -186,7 +188,7 @@ func FuzzParse(f *testing.F) {
 		if cfg.ReservedCPUCount < 0 || (cfg.ReservedCPUCount > 0 && !cfg.ReservedCPUs.IsEmpty()) {
 			t.Fatalf("accepted contradictory reserved CPUs: %+v", cfg)
 		}
-		if _, err := oneOf("topology-policy", string(cfg.TopologyPolicy), "",
+		if _, err := plugin.OneOf("topology-policy", string(cfg.TopologyPolicy), "",
 			policy.TopologyNone, policy.TopologyBestEffort, policy.TopologyRestricted, policy.TopologySingleNUMANode); err != nil {
 			t.Fatalf("accepted %v", err)
 		}
