@@ -29,9 +29,11 @@
 //     grants whole cores only (and never a core with a reserved, isolated or
 //     unavailable thread).
 //  5. Memory (memory.go), as the Memory Manager's static policy: Guaranteed
-//     grants hold memory and hugepages on the admitted nodes (or those of
-//     their CPUs), as one group of nodes when one is not enough; groups never
-//     overlap. cpuset.mems is the group, or the nodes of the CPUs; CPU-less
+//     grants hold memory and hugepages on the admitted nodes, as one group
+//     of nodes when one is not enough; groups never overlap. Without an
+//     admitted affinity (policy none), on the nodes of their CPUs when a
+//     group there can hold it, else, as the kubelet, on the Memory
+//     Manager's best hint. cpuset.mems is the group, or the nodes of the CPUs; CPU-less
 //     memory nodes (HBM, PMEM, CXL) are added, the closest by distance, only
 //     for containers that ask for them.
 //  6. The shared pool never becomes empty while shared containers exist: a

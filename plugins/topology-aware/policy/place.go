@@ -149,11 +149,7 @@ func (p *Policy) placeExclusive(req Request, pool PoolKind, n int, free, keep cp
 	}
 	e := p.newEntry(req, pool, cpus, affinity, p.exclusiveReason(req, pool, cpus))
 	if len(mem) > 0 {
-		start := affinity
-		if start == 0 {
-			start = maskOf(p.topo.NodesOfCPUs(cpus)...)
-		}
-		group, err := p.mm.place(mem, start)
+		group, why, err := p.memoryGroup(mem, affinity, cpus)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name(req), err)
 		}
@@ -161,9 +157,33 @@ func (p *Policy) placeExclusive(req Request, pool PoolKind, n int, free, keep cp
 		e.pl.Mems = p.mems(group.nodes(), req.CPULessMemory)
 		e.pl.Memory = req.Memory
 		e.pl.HugePages = clonePlacement(Placement{HugePages: req.HugePages}).HugePages
-		e.pl.Reason += fmt.Sprintf("; memory on NUMA nodes {%s}", group)
+		e.pl.Reason += fmt.Sprintf("; memory on NUMA nodes {%s}%s", group, why)
 	}
 	return e, nil
+}
+
+// memoryGroup chooses the Memory Manager group of a grant, and says why when
+// it is not the obvious one. With a Topology Manager affinity, that affinity
+// (extended as the kubelet extends it) or nothing. Without one, the kubelet
+// takes the Memory Manager's own best hint, wherever the CPUs are; we try the
+// nodes of the CPUs first, for locality, but fall back to that best hint when
+// no group containing them can hold the memory: CPUs packed across two nodes
+// that already serve single-node grants can never form a group there, and
+// refusing the container would be stricter than the kubelet.
+func (p *Policy) memoryGroup(mem map[memoryResource]uint64, affinity numaMask, cpus cpuset.CPUSet) (numaMask, string, error) {
+	if affinity != 0 {
+		group, err := p.mm.place(mem, affinity)
+		return group, "", err
+	}
+	local := maskOf(p.topo.NodesOfCPUs(cpus)...)
+	if group, err := p.mm.place(mem, local); err == nil {
+		return group, "", nil
+	}
+	group, err := p.mm.place(mem, 0)
+	if err != nil {
+		return 0, "", err
+	}
+	return group, fmt.Sprintf(" (no memory group with the CPUs' nodes {%s} can hold it: the best memory hint, as the kubelet without NUMA affinity)", local), nil
 }
 
 // chooseCPUs is the kubelet's allocateCPUs: the CPUs of the affinity first,
