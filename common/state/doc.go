@@ -36,7 +36,9 @@
 // plugin), "devices" (ContainerDevices: device-injector's devices and their
 // locality per container, read by topology-aware and stats), "placements"
 // and "pools" (PlacementRecord and PoolRecord: topology-aware's CPUs and
-// NUMA nodes per container and its shared pool). Kinds planned by later
-// work: device health (KEP-4680) and "readiness" (sidecar-order's sidecar
+// NUMA nodes per container and its shared pool), "device-health" and
+// "container-health" (DeviceHealthSet and ContainerHealth: device-injector's
+// health per device and per container, as KEP-4680's allocatedResourcesStatus).
+// Kind planned by later work: "readiness" (sidecar-order's sidecar
 // readiness, keyed by pod UID).
 package state

@@ -19,8 +19,10 @@ import (
 
 // nvmeSpec describes, as example.com/disk=nvme0, the block device of
 // snc-2s-4n-80c on NUMA node 2 (dev/block/259:0 -> 0000:86:00.0). The node
-// is fully specified, so neither CDI nor device-injector looks for it on the
-// host.
+// is fully specified, so CDI injects it without a host node; the host has
+// none (the disk exists only in the recorded sysfs), so device-injector's
+// health check calls it missing and the tests run it with
+// unhealthy-action: warn.
 const nvmeSpec = `cdiVersion: "0.6.0"
 kind: example.com/disk
 devices:
@@ -58,7 +60,7 @@ func TestCDIDeviceAlignment(t *testing.T) {
 			root, err := filepath.Abs(filepath.Join("..", "..", "common", "topology", "testdata", "snc-2s-4n-80c", "sysfs"))
 			require.NoError(t, err)
 			n.rt.StartPlugin(t, harness.BuildPlugin(t, "./plugins/device-injector"), "10", "device-injector",
-				harness.WithConfig(fmt.Sprintf("spec-dirs: [%s]\nmode: %s\n", specDir, mode)),
+				harness.WithConfig(fmt.Sprintf("spec-dirs: [%s]\nmode: %s\nunhealthy-action: warn\n", specDir, mode)),
 				harness.WithArgs("--log-level", "debug", "--http-addr", "127.0.0.1:0", "--sysfs-root", root))
 
 			manifest := pod(t, "guaranteed-2cpu.yaml")

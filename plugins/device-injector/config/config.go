@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
 )
@@ -33,12 +34,19 @@ const (
 )
 
 // UnhealthyAction is what happens to a new container asking for an
-// unhealthy device (health watching comes with issue 4's part 2).
+// unhealthy device.
 type UnhealthyAction string
 
 const (
 	UnhealthyFail UnhealthyAction = "fail"
 	UnhealthyWarn UnhealthyAction = "warn"
+)
+
+// DefaultHealthInterval is how often device health is checked; MinHealthInterval
+// keeps a typo such as 2ms from turning the checks into a busy loop.
+const (
+	DefaultHealthInterval = 2 * time.Second
+	MinHealthInterval     = 100 * time.Millisecond
 )
 
 // DefaultSpecDirs are the CDI spec directories of the CDI specification;
@@ -55,6 +63,7 @@ type Config struct {
 	Mode            Mode
 	Runtime         string
 	UnhealthyAction UnhealthyAction
+	HealthInterval  time.Duration
 	Policy          Policy
 }
 
@@ -70,6 +79,9 @@ type File struct {
 	Runtime string `yaml:"runtime"`
 	// UnhealthyAction is fail (default) or warn.
 	UnhealthyAction string `yaml:"unhealthy-action"`
+	// HealthInterval is how often spec directories and device nodes are
+	// checked, a Go duration ("2s").
+	HealthInterval string `yaml:"health-interval"`
 	// Policy says which namespaces may ask for which devices.
 	Policy PolicyFile `yaml:"policy"`
 }
@@ -128,6 +140,9 @@ func (f File) config() (Config, error) {
 	if cfg.UnhealthyAction, err = plugin.OneOf("unhealthy-action", f.UnhealthyAction, UnhealthyFail, UnhealthyFail, UnhealthyWarn); err != nil {
 		return cfg, err
 	}
+	if cfg.HealthInterval, err = healthInterval(f.HealthInterval); err != nil {
+		return cfg, err
+	}
 	if cfg.Policy, err = f.Policy.policy(); err != nil {
 		return cfg, err
 	}
@@ -151,6 +166,20 @@ func (c Config) EffectiveMode(reported string) Mode {
 		return ModeRuntime
 	}
 	return ModePlugin
+}
+
+func healthInterval(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultHealthInterval, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("health-interval: %q: expected a duration such as 2s: %w", s, err)
+	}
+	if d < MinHealthInterval {
+		return 0, fmt.Errorf("health-interval: %q: expected at least %v", s, MinHealthInterval)
+	}
+	return d, nil
 }
 
 func specDirs(dirs []string) ([]string, error) {

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,7 +20,7 @@ func TestParse(t *testing.T) {
 	}{
 		{
 			name: "empty means defaults",
-			want: Config{SpecDirs: []string{"/etc/cdi", "/var/run/cdi"}, Mode: ModeAuto, UnhealthyAction: UnhealthyFail,
+			want: Config{SpecDirs: []string{"/etc/cdi", "/var/run/cdi"}, Mode: ModeAuto, UnhealthyAction: UnhealthyFail, HealthInterval: DefaultHealthInterval,
 				Policy: Policy{Default: defaultRule, Namespaces: map[string]Rule{}}},
 		},
 		{
@@ -28,6 +29,7 @@ func TestParse(t *testing.T) {
 mode: plugin
 runtime: cri-o
 unhealthy-action: warn
+health-interval: 500ms
 policy:
   default:
     cdi: [nvidia.com/gpu]
@@ -38,7 +40,7 @@ policy:
     build:
       mount-sources: [/opt/cache]
 `,
-			want: Config{SpecDirs: []string{"/etc/cdi", "/run/cdi"}, Mode: ModePlugin, Runtime: "cri-o", UnhealthyAction: UnhealthyWarn,
+			want: Config{SpecDirs: []string{"/etc/cdi", "/run/cdi"}, Mode: ModePlugin, Runtime: "cri-o", UnhealthyAction: UnhealthyWarn, HealthInterval: 500 * time.Millisecond,
 				Policy: Policy{
 					Default: Rule{CDI: []string{"nvidia.com/gpu"}},
 					Namespaces: map[string]Rule{
@@ -50,13 +52,15 @@ policy:
 		{
 			name: "an empty list allows nothing",
 			data: "policy:\n  default:\n    cdi: []\n",
-			want: Config{SpecDirs: []string{"/etc/cdi", "/var/run/cdi"}, Mode: ModeAuto, UnhealthyAction: UnhealthyFail,
+			want: Config{SpecDirs: []string{"/etc/cdi", "/var/run/cdi"}, Mode: ModeAuto, UnhealthyAction: UnhealthyFail, HealthInterval: DefaultHealthInterval,
 				Policy: Policy{Default: Rule{CDI: []string{}}, Namespaces: map[string]Rule{}}},
 		},
 		{name: "unknown key", data: "modes: plugin\n", wantErr: []string{"test.yaml", `unknown key "modes"`}},
 		{name: "unknown policy key", data: "policy:\n  default:\n    devices: []\n", wantErr: []string{`unknown key "devices"`}},
 		{name: "bad mode", data: "mode: cdi\n", wantErr: []string{"mode", `"cdi"`, "expected one of runtime, plugin, auto"}},
 		{name: "bad unhealthy action", data: "unhealthy-action: ignore\n", wantErr: []string{"unhealthy-action", `"ignore"`, "fail, warn"}},
+		{name: "bad health interval", data: "health-interval: often\n", wantErr: []string{"health-interval", `"often"`, "duration such as 2s"}},
+		{name: "health interval too short", data: "health-interval: 2ms\n", wantErr: []string{"health-interval", `"2ms"`, "at least 100ms"}},
 		{name: "no spec dirs", data: "spec-dirs: []\n", wantErr: []string{"spec-dirs", "at least one directory"}},
 		{name: "relative spec dir", data: "spec-dirs: [cdi]\n", wantErr: []string{"spec-dirs", `"cdi"`, "absolute"}},
 		{name: "spec dir twice", data: "spec-dirs: [/etc/cdi, /etc/cdi/]\n", wantErr: []string{"spec-dirs", "listed twice"}},

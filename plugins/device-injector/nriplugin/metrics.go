@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nri-suite/nri-suite/common/state"
+
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
@@ -29,6 +31,7 @@ var failureReasons = []struct {
 	{ErrConflict, "conflict"},
 	{ErrUnsupported, "unsupported"},
 	{ErrPublish, "record"},
+	{ErrUnhealthy, "unhealthy"},
 }
 
 func failureReason(err error) string {
@@ -58,7 +61,7 @@ func newMetrics(namespace string) *metrics {
 		}, []string{"mode", "kind"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "failures_total",
-			Help: "Container creations failed, by reason (invalid-annotation, policy, unresolvable, missing-device, conflict, unsupported, other).",
+			Help: "Container creations failed, by reason (invalid-annotation, policy, unresolvable, missing-device, conflict, unsupported, unhealthy, record, other).",
 		}, []string{"reason"}),
 		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "record_errors_total",
@@ -67,9 +70,10 @@ func newMetrics(namespace string) *metrics {
 	}
 }
 
-// register adds the metrics and those read from the CDI cache at scrape
-// time.
-func (m *metrics) register(reg prometheus.Registerer, namespace string, specErrors, devices func() int) error {
+// register adds the metrics, those read from the CDI cache at scrape time
+// and the devices' health.
+func (m *metrics) register(reg prometheus.Registerer, namespace string, specErrors, devices func() int,
+	health func() map[string]state.DeviceHealth) error {
 	collectors := []prometheus.Collector{
 		m.injections, m.failures, m.recordErrors,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -80,6 +84,7 @@ func (m *metrics) register(reg prometheus.Registerer, namespace string, specErro
 			Namespace: namespace, Name: "cdi_devices",
 			Help: "CDI devices the spec directories define (resolvable names).",
 		}, func() float64 { return float64(devices()) }),
+		newHealthCollector(namespace, health),
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -87,4 +92,42 @@ func (m *metrics) register(reg prometheus.Registerer, namespace string, specErro
 		}
 	}
 	return nil
+}
+
+// healthCollector reports the monitor's view at scrape time, so that a
+// device that went away leaves no stale series behind.
+type healthCollector struct {
+	health     func() map[string]state.DeviceHealth
+	byHealth   *prometheus.Desc
+	deviceDesc *prometheus.Desc
+}
+
+// healthValues are the values of the health label.
+var healthValues = []state.Health{state.HealthHealthy, state.HealthUnhealthy, state.HealthUnknown}
+
+func newHealthCollector(namespace string, health func() map[string]state.DeviceHealth) *healthCollector {
+	return &healthCollector{
+		health: health,
+		byHealth: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "devices_by_health"),
+			"Watched devices (CDI names, and device nodes in use) by health (Healthy, Unhealthy, Unknown).",
+			[]string{"health"}, nil),
+		deviceDesc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "device_health"),
+			"1 for a watched device's current health.", []string{"device", "health"}, nil),
+	}
+}
+
+func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.byHealth
+	ch <- c.deviceDesc
+}
+
+func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[state.Health]int{}
+	for device, h := range c.health() {
+		counts[h.Health]++
+		ch <- prometheus.MustNewConstMetric(c.deviceDesc, prometheus.GaugeValue, 1, device, string(h.Health))
+	}
+	for _, h := range healthValues {
+		ch <- prometheus.MustNewConstMetric(c.byHealth, prometheus.GaugeValue, float64(counts[h]), string(h))
+	}
 }

@@ -6,6 +6,8 @@
 // name in runtime mode, plain device nodes, mounts, env and hooks in plugin
 // mode. The located device nodes are published in the shared state for the
 // plugins that run later (topology-aware), and removed with the container.
+// The devices' health (package health) is checked at creation and published
+// per device and per container.
 package nriplugin
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/locality"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/health"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
 )
@@ -40,7 +43,15 @@ type Plugin struct {
 	metrics   *metrics
 	resolver  *resolve.Resolver
 	records   *state.Records[state.ContainerDevices] // nil: sharing disabled
+	devHealth *state.Records[state.DeviceHealthSet]  // nil: sharing disabled
+	ctrHealth *state.Records[state.ContainerHealth]  // nil: sharing disabled
 	sysfsRoot string
+	monitor   *health.Monitor
+	stop      context.CancelFunc
+	stopped   chan struct{}
+
+	ctrMu      sync.Mutex
+	containers map[string]*tracked // by container id
 
 	mu      sync.RWMutex
 	cfg     config.Config
@@ -54,19 +65,33 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{log: deps.Log, metrics: newMetrics(deps.MetricsNamespace), sysfsRoot: opts.SysfsRoot, cfg: cfg}
+	p := &Plugin{log: deps.Log, metrics: newMetrics(deps.MetricsNamespace), sysfsRoot: opts.SysfsRoot, cfg: cfg,
+		containers: map[string]*tracked{}}
 	if deps.SharedDir != "" {
 		if p.records, err = state.ContainerDeviceRecords(deps.SharedDir); err != nil {
+			return nil, fmt.Errorf("create device-injector plugin: %w", err)
+		}
+		if p.devHealth, err = state.DeviceHealthRecords(deps.SharedDir); err != nil {
+			return nil, fmt.Errorf("create device-injector plugin: %w", err)
+		}
+		if p.ctrHealth, err = state.ContainerHealthRecords(deps.SharedDir); err != nil {
 			return nil, fmt.Errorf("create device-injector plugin: %w", err)
 		}
 	}
 	if p.resolver, err = resolve.New(cfg.SpecDirs); err != nil {
 		return nil, fmt.Errorf("create device-injector plugin: %w", err)
 	}
-	if err := p.metrics.register(deps.Registry, deps.MetricsNamespace, p.resolver.SpecErrors, p.resolver.Devices); err != nil {
+	p.monitor = health.New(health.Sources{Inventory: p.resolver.Inventory, InUse: p.inUse}, cfg.HealthInterval)
+	if err := p.metrics.register(deps.Registry, deps.MetricsNamespace, p.resolver.SpecErrors, p.resolver.Devices, p.monitor.Snapshot); err != nil {
 		p.resolver.Close()
 		return nil, fmt.Errorf("create device-injector plugin: register metrics: %w", err)
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	p.stop, p.stopped = stop, make(chan struct{})
+	go func() {
+		defer close(p.stopped)
+		p.monitor.Run(ctx, p.healthChanged)
+	}()
 	return p, nil
 }
 
@@ -84,6 +109,7 @@ func (p *Plugin) Configure(data []byte, source string) error {
 		}
 	}
 	p.cfg = cfg
+	p.monitor.SetInterval(cfg.HealthInterval)
 	log := p.log.WithFields(logrus.Fields{"source": source, "mode": cfg.EffectiveMode(p.runtime), "spec_dirs": cfg.SpecDirs})
 	for _, problem := range resolve.DirProblems(cfg.SpecDirs) {
 		log.Warn(problem)
@@ -101,28 +127,43 @@ func (p *Plugin) SetRuntime(name, version string) {
 	p.log.WithFields(logrus.Fields{"runtime": name, "version": version, "mode": p.cfg.EffectiveMode(name)}).Info("attached to runtime")
 }
 
-// Close stops watching the spec directories.
+// Close stops watching the spec directories and devices.
 func (p *Plugin) Close() error {
+	p.stop()
+	<-p.stopped
 	p.resolver.Close()
 	return nil
 }
 
 // Synchronize removes the records of containers that went away while the
-// plugin was not connected.
+// plugin was not connected, and resumes publishing the device health of
+// the others from their device records.
 func (p *Plugin) Synchronize(_ context.Context, _ []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	if p.records == nil {
 		return nil, nil
 	}
-	keys, err := p.records.Keys()
+	live := func(key string) bool {
+		return slices.ContainsFunc(ctrs, func(c *api.Container) bool { return c.GetId() == key })
+	}
+	records, err := p.records.List()
 	if err != nil {
-		p.recordError("list device records", err)
-		return nil, nil
+		p.recordError("list device records", err) // the good ones are still listed
+	}
+	for key, rec := range records {
+		if live(key) {
+			p.track(k8s.Identity{ContainerID: rec.ContainerID, PodUID: rec.PodUID, Namespace: rec.Namespace,
+				Pod: rec.Pod, Container: rec.Container}, rec.Devices)
+		} else if err := p.records.Remove(key); err != nil {
+			p.recordError("remove stale device record", err)
+		}
+	}
+	keys, err := p.ctrHealth.Keys()
+	if err != nil {
+		p.recordError("list container health records", err)
 	}
 	for _, key := range keys {
-		if !slices.ContainsFunc(ctrs, func(c *api.Container) bool { return c.GetId() == key }) {
-			if err := p.records.Remove(key); err != nil {
-				p.recordError("remove stale device record", err)
-			}
+		if !live(key) {
+			p.untrack(key)
 		}
 	}
 	return nil, nil
@@ -137,7 +178,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	id := k8s.IdentityOf(pod, ctr)
 	mode := cfg.EffectiveMode(runtime)
 
-	inj, err := p.inject(cfg.Policy.For(id.Namespace), mode, pod, ctr, id)
+	inj, err := p.inject(cfg, mode, pod, ctr, id)
 	if err != nil {
 		reason := failureReason(err)
 		p.metrics.failures.WithLabelValues(reason).Inc()
@@ -152,6 +193,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.log.WithFields(id.Fields()).WithError(err).Warn("refused container: its device locality could not be published")
 		return nil, nil, fmt.Errorf("device-injector: container %s: %w", id, err)
 	}
+	p.track(id, inj.devices)
 	for kind, n := range inj.counts {
 		p.metrics.injections.WithLabelValues(string(mode), kind).Add(float64(n))
 	}
@@ -168,6 +210,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.
 			p.recordError("remove device record", err)
 		}
 	}
+	p.untrack(ctr.GetId())
 	return nil
 }
 
@@ -179,7 +222,7 @@ type injection struct {
 }
 
 // inject works out the container's injection; nil when it asks for nothing.
-func (p *Plugin) inject(rule config.Rule, mode config.Mode, pod *api.PodSandbox, ctr *api.Container, id k8s.Identity) (*injection, error) {
+func (p *Plugin) inject(cfg config.Config, mode config.Mode, pod *api.PodSandbox, ctr *api.Container, id k8s.Identity) (*injection, error) {
 	req, err := request.Parse(pod.GetAnnotations(), id.Container)
 	if err != nil {
 		return nil, err
@@ -187,12 +230,19 @@ func (p *Plugin) inject(rule config.Rule, mode config.Mode, pod *api.PodSandbox,
 	if req.Empty() {
 		return nil, nil
 	}
-	if err := checkPolicy(rule, id.Namespace, req); err != nil {
+	if err := checkPolicy(cfg.Policy.For(id.Namespace), id.Namespace, req); err != nil {
 		return nil, err
 	}
 	names := make([]string, len(req.CDI))
 	for i, c := range req.CDI {
 		names[i] = c.Name
+	}
+	ids := slices.Clone(names)
+	for _, d := range req.Devices {
+		ids = append(ids, d.Path)
+	}
+	if err := p.checkHealth(cfg.UnhealthyAction, ids, p.log.WithFields(id.Fields())); err != nil {
+		return nil, err
 	}
 	resolved, err := p.resolver.Resolve(names, resolve.Owner{UID: ctr.GetUser().GetUid(), GID: ctr.GetUser().GetGid()})
 	if err != nil {

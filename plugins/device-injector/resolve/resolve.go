@@ -221,3 +221,55 @@ func DirProblems(dirs []string) []string {
 	}
 	return out
 }
+
+// Node is a host device node a CDI device puts into containers. Type, Major
+// and Minor are those the spec gives (empty or 0 when it leaves them to the
+// host's node).
+type Node struct {
+	HostPath     string
+	Type         string
+	Major, Minor int64
+}
+
+// Defined is a CDI device the cache resolves, with the spec file that
+// defines it and the host nodes of its own and its spec's edits.
+type Defined struct {
+	Name     string
+	SpecPath string
+	Nodes    []Node
+}
+
+// Inventory is the cache's current view: the devices it resolves, and the
+// errors of spec files (by path) that did not load or conflict.
+type Inventory struct {
+	Devices    []Defined
+	SpecErrors map[string]error
+}
+
+// Inventory reads the cache's devices and spec errors without rescanning
+// (the watcher keeps the cache current), so it is cheap to poll.
+func (r *Resolver) Inventory() Inventory {
+	dirs := r.cache.GetSpecDirectories()
+	inv := Inventory{SpecErrors: map[string]error{}}
+	for path, errs := range r.cache.GetErrors() {
+		if !slices.Contains(dirs, path) {
+			inv.SpecErrors[path] = errors.Join(errs...)
+		}
+	}
+	for _, name := range r.cache.ListDevices() {
+		d := r.cache.GetDevice(name)
+		if d == nil {
+			continue // refreshed since ListDevices
+		}
+		def := Defined{Name: name, SpecPath: d.GetSpec().GetPath()}
+		for _, n := range slices.Concat(d.ContainerEdits.DeviceNodes, d.GetSpec().ContainerEdits.DeviceNodes) {
+			host := n.HostPath
+			if host == "" {
+				host = n.Path
+			}
+			def.Nodes = append(def.Nodes, Node{HostPath: host, Type: n.Type, Major: n.Major, Minor: n.Minor})
+		}
+		inv.Devices = append(inv.Devices, def)
+	}
+	return inv
+}
