@@ -22,9 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/devnode"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
 )
 
@@ -185,27 +184,19 @@ func checkNodes(nodes []resolve.Node) state.DeviceHealth {
 }
 
 func checkNode(n resolve.Node) error {
-	var st unix.Stat_t
-	if err := unix.Stat(n.HostPath, &st); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("device node %s is missing", n.HostPath)
-		}
+	node, err := devnode.Stat(n.HostPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("device node %s is missing", n.HostPath)
+	case errors.Is(err, devnode.ErrNotDevice):
+		return fmt.Errorf("device node %s is not a char or block device", n.HostPath)
+	case err != nil:
 		return fmt.Errorf("device node %s: %w", n.HostPath, err)
 	}
-	var typ string
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFCHR:
-		typ = "c"
-	case unix.S_IFBLK:
-		typ = "b"
-	default:
-		return fmt.Errorf("device node %s is not a char or block device", n.HostPath)
-	}
-	major, minor := int64(unix.Major(uint64(st.Rdev))), int64(unix.Minor(uint64(st.Rdev))) //nolint:unconvert // Rdev's type differs by arch
-	typeDiffers := n.Type != "" && n.Type != "u" && n.Type != typ
-	numbersDiffer := n.Major != 0 && (n.Major != major || n.Minor != minor)
+	typeDiffers := n.Type != "" && n.Type != "u" && n.Type != node.Type
+	numbersDiffer := n.Major != 0 && (n.Major != node.Major || n.Minor != node.Minor)
 	if typeDiffers || numbersDiffer {
-		return fmt.Errorf("device node %s is %s %d:%d, the spec says %s %d:%d", n.HostPath, typ, major, minor, n.Type, n.Major, n.Minor)
+		return fmt.Errorf("device node %s is %s %d:%d, the spec says %s %d:%d", n.HostPath, node.Type, node.Major, node.Minor, n.Type, n.Major, n.Minor)
 	}
 	return nil
 }

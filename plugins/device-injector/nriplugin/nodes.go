@@ -6,8 +6,8 @@ import (
 	"os"
 
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
+	"github.com/nri-suite/nri-suite/plugins/device-injector/devnode"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
 )
 
@@ -21,26 +21,19 @@ var ErrNoDevice = errors.New("no such device node")
 // node must exist: a container asking for a device the host does not have
 // would run without it.
 func hostDevice(d request.Device) (rspec.LinuxDevice, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(d.Path, &st); err != nil {
-		return rspec.LinuxDevice{}, fmt.Errorf("%w: device %s (from %s): %w", ErrNoDevice, d.Path, d.Key, err)
-	}
-	var typ string
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFCHR:
-		typ = "c"
-	case unix.S_IFBLK:
-		typ = "b"
-	default:
+	node, err := devnode.Stat(d.Path)
+	if errors.Is(err, devnode.ErrNotDevice) {
 		return rspec.LinuxDevice{}, fmt.Errorf("%w: device %s (from %s): not a char or block device node", ErrNoDevice, d.Path, d.Key)
 	}
-	major, minor := int64(unix.Major(uint64(st.Rdev))), int64(unix.Minor(uint64(st.Rdev))) //nolint:unconvert // Rdev's type differs by arch
-	if d.Type != "" && d.Type != typ || d.Major != nil && (*d.Major != major || *d.Minor != minor) {
-		return rspec.LinuxDevice{}, fmt.Errorf("device %s (from %s): the annotation says %s, but the host's node is %s %d:%d",
-			d.Path, d.Key, describeRequested(d), typ, major, minor)
+	if err != nil {
+		return rspec.LinuxDevice{}, fmt.Errorf("%w: device %s (from %s): %w", ErrNoDevice, d.Path, d.Key, err)
 	}
-	out := rspec.LinuxDevice{Path: d.Path, Type: typ, Major: major, Minor: minor, UID: d.UID, GID: d.GID}
-	mode := os.FileMode(st.Mode & 0o777)
+	if d.Type != "" && d.Type != node.Type || d.Major != nil && (*d.Major != node.Major || *d.Minor != node.Minor) {
+		return rspec.LinuxDevice{}, fmt.Errorf("device %s (from %s): the annotation says %s, but the host's node is %s %d:%d",
+			d.Path, d.Key, describeRequested(d), node.Type, node.Major, node.Minor)
+	}
+	out := rspec.LinuxDevice{Path: d.Path, Type: node.Type, Major: node.Major, Minor: node.Minor, UID: d.UID, GID: d.GID}
+	mode := node.Perm
 	if d.FileMode != nil {
 		mode = os.FileMode(*d.FileMode)
 	}
