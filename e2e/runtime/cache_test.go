@@ -49,3 +49,17 @@ func TestNewRuntime(t *testing.T) {
 	_, err = NewRuntime("docker")
 	assert.ErrorContains(t, err, `unknown runtime "docker": expected one of containerd`)
 }
+
+// requireBinary returns the default cache when it holds the named binary; a
+// test that needs only the binary (not root) skips without it, except in CI.
+func requireBinary(t *testing.T, name string) Cache {
+	t.Helper()
+	cache := DefaultCache()
+	if _, err := os.Stat(cache.Bin(name)); err != nil {
+		if InCI() {
+			t.Fatalf("%s missing in CI: %v", name, err)
+		}
+		t.Skipf("%s binary missing (%v): %s", name, err, installHint)
+	}
+	return cache
+}

@@ -14,13 +14,7 @@ import (
 // The real containerd merges the main config and the NRI/CDI drop-in into
 // what the sandbox needs; `containerd config dump` shows the merged result.
 func TestContainerdConfigMergesDropIn(t *testing.T) {
-	cache := DefaultCache()
-	if _, err := os.Stat(cache.Bin("containerd")); err != nil {
-		if InCI() {
-			t.Fatalf("containerd missing in CI: %v", err)
-		}
-		t.Skipf("containerd binary missing (%v): %s", err, installHint)
-	}
+	cache := requireBinary(t, "containerd")
 	dir := filepath.Join(t.TempDir(), "containerd")
 	p := containerdPaths(dir, cache, PauseImage)
 	require.NoError(t, os.MkdirAll(p.DropInDir, 0o755))

@@ -121,13 +121,7 @@ func TestParseRepoTags(t *testing.T) {
 // The real CRI-O reads the main config and the NRI/CDI drop-in and merges
 // them; `crio config` prints the result.
 func TestCRIOConfigMergesDropIn(t *testing.T) {
-	cache := DefaultCache()
-	if _, err := os.Stat(cache.Bin("crio")); err != nil {
-		if InCI() {
-			t.Fatalf("crio missing in CI: %v", err)
-		}
-		t.Skipf("crio binary missing (%v): %s", err, installHint)
-	}
+	cache := requireBinary(t, "crio")
 	dir := filepath.Join(t.TempDir(), "crio")
 	p := crioPaths(dir, cache, PauseImage)
 	require.NoError(t, os.MkdirAll(p.DropInDir, 0o755))
