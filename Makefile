@@ -4,7 +4,7 @@
 GO          ?= go
 # Pinned runtime binaries and images are built once into this cache (see e2e/runtime/tools).
 export NRI_SUITE_CACHE ?= /var/cache/nri-suite
-FUZZTIME    ?= 3s
+FUZZTIME    ?= 10000x
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Every plugins/<name> is a binary bin/nri-<name>; the test-only plugin comes along for e2e.
