@@ -288,7 +288,9 @@ func TestSIGTERMTearsDown(t *testing.T) {
 
 // A sandbox whose owner was SIGKILLed leaves shims and containers (the
 // daemons die with their parent); the next sweep removes all of it and puts
-// the sysctls back.
+// the sysctls back. It must not share the host with another package's tests
+// (the Makefile runs these packages with -p 1): a sandbox waiting for the host
+// lock would take it at the SIGKILL and sweep first.
 func TestSweepAfterSIGKILL(t *testing.T) {
 	for _, rt := range sandbox.RuntimeNames() {
 		t.Run(rt, func(t *testing.T) {
