@@ -127,7 +127,7 @@ const maxQuantity = math.MaxInt64 / 1000
 func (a Annotations) Quantity(key string) (v resource.Quantity, ok bool, err error) {
 	return parse(a, key, func(s string) (resource.Quantity, string, error) {
 		want := fmt.Sprintf("a quantity such as 500m, 2 or 1Gi, from 0 to %d", int64(maxQuantity))
-		q, err := resource.ParseQuantity(s)
+		q, err := ParseQuantity(s)
 		if err != nil || q.Sign() < 0 || q.Cmp(*resource.NewQuantity(maxQuantity, resource.DecimalSI)) > 0 {
 			return resource.Quantity{}, want, err
 		}

@@ -15,8 +15,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
-	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
@@ -225,7 +225,7 @@ func reservedMemory(in map[string]string) (map[int]uint64, error) {
 		if err != nil || node < 0 {
 			return nil, fmt.Errorf("reserved-memory: key %q: expected a NUMA node id (0, 1, ...)", key)
 		}
-		q, err := resource.ParseQuantity(value)
+		q, err := k8s.ParseQuantity(value)
 		if err != nil || q.Sign() < 0 {
 			return nil, fmt.Errorf("reserved-memory: node %d: %q: expected a non-negative quantity such as 512Mi or 2Gi", node, value)
 		}
