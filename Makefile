@@ -8,7 +8,7 @@ FUZZTIME    ?= 10000x
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Every plugins/<name> is a binary bin/nri-<name>; the test-only plugin comes along for e2e.
-PLUGINS     := $(notdir $(wildcard plugins/*))
+PLUGINS     := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 BINARIES    := $(addprefix bin/nri-,$(PLUGINS)) bin/nri-e2e-test
 RUNTIME_PKG := ./e2e/runtime/...
 IS_ROOT     := $(shell [ "$$(id -u)" = 0 ] && echo yes)

@@ -49,6 +49,7 @@ devices:
 // node is a runtime with the device-injector connected.
 type node struct {
 	rt      *harness.Runtime
+	plugin  *harness.Plugin
 	specDir string
 	records *state.Records[state.ContainerDevices]
 }
@@ -57,7 +58,7 @@ type node struct {
 // specs (file name -> content) and a sysfs tree where 1:3 is on NUMA node 1.
 // The runtime resolves CDI devices the plugin hands it with the CDI library
 // on the same directory, as containerd does.
-func startNode(t *testing.T, config string, specs map[string]string) *node {
+func startNode(t testing.TB, config string, specs map[string]string) *node {
 	t.Helper()
 	n := &node{specDir: t.TempDir()}
 	for name, content := range specs {
@@ -74,7 +75,7 @@ func startNode(t *testing.T, config string, specs map[string]string) *node {
 		_, err := runtimeCDI.InjectDevices(spec, devices...)
 		return err
 	}))
-	n.rt.StartPlugin(t, harness.BuildPlugin(t, pluginPkg), "10", "device-injector",
+	n.plugin = n.rt.StartPlugin(t, harness.BuildPlugin(t, pluginPkg), "10", "device-injector",
 		harness.WithConfig(fmt.Sprintf("spec-dirs: [%s]\n%s", n.specDir, config)),
 		harness.WithArgs("--log-level", "debug", "--http-addr", "127.0.0.1:0", "--sysfs-root", sysfs))
 	n.records, err = state.ContainerDeviceRecords(n.rt.SharedDir())
@@ -238,4 +239,56 @@ devices:
 			}
 		})
 	}
+}
+
+// TestSynchronizeRebuildsRecords creates a container while the plugin is
+// down: the restarted plugin finds it at Synchronize and publishes its
+// device, locality and health records from the pod's annotations, without
+// adjusting it.
+func TestSynchronizeRebuildsRecords(t *testing.T) {
+	n := startNode(t, "mode: plugin\npolicy:\n  default:\n    device-paths: [/dev/full]\n",
+		map[string]string{"example.yaml": exampleSpec})
+	n.plugin.Stop(t)
+	p := n.rt.RunPod(t, harness.ParsePod(t, podYAML("early", `    cdi-devices.nri-suite.io/container.app: example.com/dev=null,example.com/dev=gone
+    devices.nri-suite.io/container.app: '[{path: /dev/full}]'`, "app", "plain")))
+	app := p.Container("app")
+	assert.Nil(t, app.Spec().Device("/dev/example-null"), "created without the plugin")
+
+	n.plugin.Restart(t)
+	rec, found, err := n.records.Read(app.ID())
+	require.NoError(t, err)
+	require.True(t, found, "the device record is rebuilt at Synchronize")
+	assert.Equal(t, "early", rec.Pod)
+	assert.Equal(t, []state.InjectedDevice{
+		{Name: "example.com/dev=null", Kind: "cdi", Path: "/dev/example-null", Type: "c", Major: 1, Minor: 3, NUMANode: 1, LocalCPUs: "2-3"},
+		{Name: "/dev/full", Kind: "node", Path: "/dev/full", Type: "c", Major: 1, Minor: 7, NUMANode: -1},
+		{Name: "example.com/dev=gone", Kind: "cdi", NUMANode: -1},
+	}, rec.Devices, "located devices, then the one that no longer resolves")
+	_, found, err = n.records.Read(p.Container("plain").ID())
+	require.NoError(t, err)
+	assert.False(t, found, "a container that asks for nothing has no record")
+
+	health, err := state.ContainerHealthRecords(n.rt.SharedDir())
+	require.NoError(t, err)
+	h, found, err := health.Read(app.ID())
+	require.NoError(t, err)
+	require.True(t, found, "the container's health record is rebuilt")
+	assert.Equal(t, []string{"example.com/dev=null", "/dev/full", "example.com/dev=gone"}, resourceIDs(h.Resources))
+
+	assert.Empty(t, app.Updates(), "Synchronize adjusts nothing")
+	assert.Nil(t, app.Spec().Device("/dev/example-null"))
+	assert.Contains(t, n.plugin.Log(), "rebuilt device record from the pod's annotations")
+
+	n.rt.RemovePod(t, p)
+	keys, err := n.records.Keys()
+	require.NoError(t, err)
+	assert.Empty(t, keys, "rebuilt records go with their containers")
+}
+
+func resourceIDs(resources []state.ResourceHealth) []string {
+	var ids []string
+	for _, r := range resources {
+		ids = append(ids, r.ResourceID)
+	}
+	return ids
 }

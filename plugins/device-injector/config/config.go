@@ -64,7 +64,11 @@ type Config struct {
 	Runtime         string
 	UnhealthyAction UnhealthyAction
 	HealthInterval  time.Duration
-	Policy          Policy
+	// HealthChecks are the operator's checks, in the order configured.
+	HealthChecks []HealthCheck
+	// CheckConcurrency bounds how many health checks run at once.
+	CheckConcurrency int
+	Policy           Policy
 }
 
 // File is the YAML document, key by key.
@@ -82,6 +86,10 @@ type File struct {
 	// HealthInterval is how often spec directories and device nodes are
 	// checked, a Go duration ("2s").
 	HealthInterval string `yaml:"health-interval"`
+	// HealthChecks attach operator checks (a command, a file) to devices.
+	HealthChecks []HealthCheckFile `yaml:"health-checks"`
+	// HealthCheckConcurrency bounds the checks running at once (default 4).
+	HealthCheckConcurrency *int `yaml:"health-check-concurrency"`
 	// Policy says which namespaces may ask for which devices.
 	Policy PolicyFile `yaml:"policy"`
 }
@@ -141,6 +149,12 @@ func (f File) config() (Config, error) {
 		return cfg, err
 	}
 	if cfg.HealthInterval, err = healthInterval(f.HealthInterval); err != nil {
+		return cfg, err
+	}
+	if cfg.HealthChecks, err = healthChecks(f.HealthChecks); err != nil {
+		return cfg, err
+	}
+	if cfg.CheckConcurrency, err = checkConcurrency(f.HealthCheckConcurrency); err != nil {
 		return cfg, err
 	}
 	if cfg.Policy, err = f.Policy.policy(); err != nil {

@@ -20,7 +20,7 @@ func TestParse(t *testing.T) {
 	}{
 		{
 			name: "empty means defaults",
-			want: Config{SpecDirs: []string{"/etc/cdi", "/var/run/cdi"}, Mode: ModeAuto, UnhealthyAction: UnhealthyFail, HealthInterval: DefaultHealthInterval,
+			want: Config{SpecDirs: []string{"/etc/cdi", "/var/run/cdi"}, Mode: ModeAuto, UnhealthyAction: UnhealthyFail, HealthInterval: DefaultHealthInterval, CheckConcurrency: DefaultCheckConcurrency,
 				Policy: Policy{Default: defaultRule, Namespaces: map[string]Rule{}}},
 		},
 		{
@@ -40,7 +40,7 @@ policy:
     build:
       mount-sources: [/opt/cache]
 `,
-			want: Config{SpecDirs: []string{"/etc/cdi", "/run/cdi"}, Mode: ModePlugin, Runtime: "cri-o", UnhealthyAction: UnhealthyWarn, HealthInterval: 500 * time.Millisecond,
+			want: Config{SpecDirs: []string{"/etc/cdi", "/run/cdi"}, Mode: ModePlugin, Runtime: "cri-o", UnhealthyAction: UnhealthyWarn, HealthInterval: 500 * time.Millisecond, CheckConcurrency: DefaultCheckConcurrency,
 				Policy: Policy{
 					Default: Rule{CDI: []string{"nvidia.com/gpu"}},
 					Namespaces: map[string]Rule{
@@ -52,7 +52,7 @@ policy:
 		{
 			name: "an empty list allows nothing",
 			data: "policy:\n  default:\n    cdi: []\n",
-			want: Config{SpecDirs: []string{"/etc/cdi", "/var/run/cdi"}, Mode: ModeAuto, UnhealthyAction: UnhealthyFail, HealthInterval: DefaultHealthInterval,
+			want: Config{SpecDirs: []string{"/etc/cdi", "/var/run/cdi"}, Mode: ModeAuto, UnhealthyAction: UnhealthyFail, HealthInterval: DefaultHealthInterval, CheckConcurrency: DefaultCheckConcurrency,
 				Policy: Policy{Default: Rule{CDI: []string{}}, Namespaces: map[string]Rule{}}},
 		},
 		{name: "unknown key", data: "modes: plugin\n", wantErr: []string{"test.yaml", `unknown key "modes"`}},
@@ -166,6 +166,9 @@ func FuzzParse(f *testing.F) {
 		"policy:\n  default:\n    cdi: [\"[\"]\n",
 		"spec-dirs: [relative]\n",
 		"mode: [x]\n",
+		"health-checks:\n- devices: [\"vendor.com/gpu=*\"]\n  command: [/bin/check, \"{name}\"]\n  timeout: 1s\n",
+		"health-checks:\n- devices: [\"/dev/dri/*\"]\n  file: /sys/class/drm/{name}/health\n  expect: \"ok|good\"\nhealth-check-concurrency: 2\n",
+		"health-checks:\n- devices: [\"*\"]\n  file: rel\n  expect: \"(\"\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -186,5 +189,15 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		assert.Contains(t, []Mode{ModeRuntime, ModePlugin}, cfg.EffectiveMode(""))
+		// Every loaded check can be applied: it has something to run or
+		// read, a bounded timeout, and its patterns match without error.
+		assert.True(t, cfg.CheckConcurrency >= 1 && cfg.CheckConcurrency <= MaxCheckConcurrency)
+		for _, c := range cfg.HealthChecks {
+			argv, file := c.For("a.com/b=c")
+			assert.True(t, len(argv) > 0 || file != "", "check %s does nothing", c.Key)
+			assert.True(t, file == "" || c.Expect != nil, "check %s has a file but no expect", c.Key)
+			assert.True(t, c.Timeout >= MinCheckTimeout && c.Timeout <= MaxCheckTimeout)
+			c.Matches("a.com/b=c")
+		}
 	})
 }

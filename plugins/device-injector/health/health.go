@@ -2,13 +2,18 @@
 // device the spec directories define, and the host device nodes containers
 // asked for by path. A device is Healthy, Unhealthy (a node is missing or
 // not the device its spec says, its spec became invalid or no longer
-// defines it) or Unknown (not checked yet), with a message, as KEP-4680's
+// defines it, an operator check fails) or Unknown (not checked yet, or an
+// operator check could not run), with a message, as KEP-4680's
 // allocatedResourcesStatus.
 //
 // One goroutine polls: the CDI library refreshes its cache on its own
 // (fsnotify) but tells nobody, and device nodes disappear without an event
 // the cache would see, so both are re-read every interval. Reading the
 // cache costs no rescan and a node check one stat.
+//
+// The operator's checks (Probes: a command, a file) run in the same rounds,
+// for devices whose nodes are fine, on at most Probes.Concurrency workers
+// that live for one round.
 package health
 
 import (
@@ -40,16 +45,24 @@ type Sources struct {
 	InUse func() []string
 }
 
-// Monitor keeps the health of the devices. It is safe for concurrent use.
+// Monitor keeps the health of the devices. It is safe for concurrent use;
+// readers (Health, Snapshot) never wait for a round of checks, only for the
+// moment its result is stored.
 type Monitor struct {
 	src      Sources
 	now      func() time.Time
 	interval atomic.Int64 // nanoseconds
+	probes   atomic.Pointer[Probes]
 	wake     chan struct{}
+
+	// checkMu makes rounds of checks one at a time; it guards what only
+	// rounds use.
+	checkMu sync.Mutex
+	specOf  map[string]string // CDI name -> the spec file that last defined it
+	prober  prober
 
 	mu     sync.RWMutex
 	status map[string]state.DeviceHealth
-	specOf map[string]string // CDI name -> the spec file that last defined it
 }
 
 // New builds a monitor that has checked nothing yet.
@@ -57,27 +70,40 @@ func New(src Sources, interval time.Duration) *Monitor {
 	m := &Monitor{src: src, now: time.Now, wake: make(chan struct{}, 1),
 		status: map[string]state.DeviceHealth{}, specOf: map[string]string{}}
 	m.interval.Store(int64(interval))
+	m.probes.Store(&Probes{})
 	return m
 }
 
 // SetInterval changes the check interval from the next check on.
 func (m *Monitor) SetInterval(d time.Duration) {
 	if time.Duration(m.interval.Swap(int64(d))) != d {
-		select {
-		case m.wake <- struct{}{}:
-		default:
-		}
+		m.poke()
 	}
 }
 
-// Run checks every interval until ctx ends, calling onChange (from this
-// goroutine) with the new health of every device after a check that changed
-// any.
-func (m *Monitor) Run(ctx context.Context, onChange func(map[string]state.DeviceHealth)) {
+// SetProbes replaces the operator's checks; a round with them starts now.
+func (m *Monitor) SetProbes(p Probes) {
+	m.probes.Store(&p)
+	m.poke()
+}
+
+func (m *Monitor) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run checks every interval until ctx ends, calling onCheck (from this
+// goroutine) after every round with the health of every device and whether
+// any health or message changed in that round.
+func (m *Monitor) Run(ctx context.Context, onCheck func(devices map[string]state.DeviceHealth, changed bool)) {
 	for {
-		if m.Check() {
-			onChange(m.Snapshot())
+		changed, err := m.Check(ctx)
+		if err != nil {
+			return // ctx ended during the round
 		}
+		onCheck(m.Snapshot(), changed)
 		timer := time.NewTimer(time.Duration(m.interval.Load()))
 		select {
 		case <-ctx.Done():
@@ -108,8 +134,11 @@ func (m *Monitor) Snapshot() map[string]state.DeviceHealth {
 }
 
 // Check re-evaluates every device once and reports whether any health or
-// message changed.
-func (m *Monitor) Check() bool {
+// message changed. The operator's checks run without any lock that readers
+// take. If ctx ends first, nothing is stored and ctx's error is returned.
+func (m *Monitor) Check(ctx context.Context) (bool, error) {
+	m.checkMu.Lock()
+	defer m.checkMu.Unlock()
 	inv := m.src.Inventory()
 	inUse := map[string]bool{}
 	for _, id := range m.src.InUse() {
@@ -119,13 +148,8 @@ func (m *Monitor) Check() bool {
 	defined := map[string]bool{}
 	for _, d := range inv.Devices {
 		defined[d.Name] = true
-		next[d.Name] = checkNodes(d.Nodes)
-	}
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, d := range inv.Devices {
 		m.specOf[d.Name] = d.SpecPath
+		next[d.Name] = checkNodes(d.Nodes)
 	}
 	// A device the cache dropped is Unhealthy while a container uses it or
 	// its spec file is still there, broken; otherwise it is simply gone.
@@ -149,7 +173,12 @@ func (m *Monitor) Check() bool {
 			next[id] = checkNodes([]resolve.Node{{HostPath: id}})
 		}
 	}
+	if err := m.prober.run(ctx, *m.probes.Load(), next); err != nil {
+		return false, err
+	}
 
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	changed := len(next) != len(m.status)
 	now := m.now()
 	for id, h := range next {
@@ -163,7 +192,7 @@ func (m *Monitor) Check() bool {
 		next[id] = h
 	}
 	m.status = next
-	return changed
+	return changed, nil
 }
 
 func unhealthy(format string, args ...any) state.DeviceHealth {

@@ -88,16 +88,22 @@ func (p *Plugin) untrack(containerID string) {
 	}
 }
 
-// healthChanged publishes the devices' health and that of every container
-// whose devices' health changed. It runs in the monitor's goroutine.
-func (p *Plugin) healthChanged(devices map[string]state.DeviceHealth) {
-	for id, h := range devices {
-		if h.Health == state.HealthUnhealthy {
-			p.log.WithFields(logrus.Fields{"device": id, "since": h.Since}).Warn("device unhealthy: " + h.Message)
+// healthChecked runs in the monitor's goroutine after every round. It logs
+// and publishes the devices' health when it changed, and the record of every
+// container whose devices' health changed. A record that could not be
+// written before is written again here, every round, until it is.
+func (p *Plugin) healthChecked(devices map[string]state.DeviceHealth, changed bool) {
+	if changed {
+		for id, h := range devices {
+			if h.Health == state.HealthUnhealthy {
+				p.log.WithFields(logrus.Fields{"device": id, "since": h.Since}).Warn("device unhealthy: " + h.Message)
+			}
 		}
 	}
-	if p.devHealth != nil {
+	if p.devHealth != nil && (changed || p.devHealthStale) {
+		p.devHealthStale = false
 		if err := p.devHealth.Publish(state.DeviceHealthKey, state.DeviceHealthSet{Devices: devices}); err != nil {
+			p.devHealthStale = true
 			p.recordError("publish device health", err)
 		}
 	}
@@ -109,7 +115,11 @@ func (p *Plugin) healthChanged(devices map[string]state.DeviceHealth) {
 }
 
 // publishContainerHealth writes c's record when its health changed since
-// the last one. The caller holds ctrMu.
+// the last one written (or none was). A failure does not refuse anything:
+// unlike the locality record, which topology-aware reads during the same
+// creation, the health record is read later (stats, the pod's resource
+// health), so it is counted, logged, and written again at the next round.
+// The caller holds ctrMu.
 func (p *Plugin) publishContainerHealth(c *tracked) {
 	resources := make([]state.ResourceHealth, 0, len(c.resources))
 	for _, id := range c.resources {

@@ -134,3 +134,52 @@ func TestWrongNumbersAreUnhealthy(t *testing.T) {
 	_, err := f.create(t, pod("default", askFor(dev0)), container("ctr-1"))
 	require.ErrorContains(t, err, "is c 1:5, the spec says c 1:3")
 }
+
+func TestOperatorCheckFailsNewContainers(t *testing.T) {
+	healthDir := t.TempDir()
+	status := filepath.Join(healthDir, "dev0")
+	require.NoError(t, os.WriteFile(status, []byte("ok\n"), 0o644))
+	f, _ := healthFixture(t, "health-checks:\n- devices: [\"example.com/node=*\"]\n  file: "+healthDir+"/{name}\n  expect: ok\n"+
+		"- devices: [\"example.com/dev=*\"]\n  command: [/bin/sh, -c, \"echo driver wedged >&2; exit 2\"]\n")
+	_, err := f.create(t, pod("default", askFor(dev0)), container("ctr-1"))
+	require.NoError(t, err)
+
+	require.NoError(t, os.WriteFile(status, []byte("ecc-errors\n"), 0o644))
+	f.waitHealth(t, dev0, state.HealthUnhealthy)
+	_, err = f.create(t, pod("default", askFor(dev0)), container("ctr-2"))
+	require.Error(t, err)
+	for _, want := range []string{"unhealthy device " + dev0, "health check health-checks[0]", `"ecc-errors"`, "expected it to match"} {
+		assert.Contains(t, err.Error(), want)
+	}
+
+	// The command check applies to the other spec's devices only.
+	f.waitHealth(t, "example.com/dev=null", state.HealthUnhealthy)
+	_, err = f.create(t, pod("default", askFor("example.com/dev=null")), container("ctr-3"))
+	require.ErrorContains(t, err, "health check health-checks[1]: /bin/sh exited with status 2: driver wedged")
+	assert.Equal(t, 2.0, f.metric(t, `nri_suite_device_injector_failures_total{reason="unhealthy"}`))
+}
+
+// TestUnwritableHealthRecord: a container health record that cannot be
+// written does not refuse the container, unlike its locality record
+// (TestCreateContainerFailsWhenLocalityCannotBePublished); it is counted
+// and written at a later round.
+func TestUnwritableHealthRecord(t *testing.T) {
+	f, _ := healthFixture(t, "")
+	ctrHealth, err := state.ContainerHealthRecords(f.shared)
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(ctrHealth.Dir()))
+	require.NoError(t, os.WriteFile(ctrHealth.Dir(), nil, 0o644), "a file where the records' directory belongs")
+
+	_, err = f.create(t, pod("default", askFor(dev0)), container("ctr-1"))
+	require.NoError(t, err, "the container is created")
+	_, found, err := f.records.Read("ctr-1")
+	require.NoError(t, err)
+	assert.True(t, found, "its locality record is written")
+	assert.GreaterOrEqual(t, f.metric(t, "nri_suite_device_injector_record_errors_total{}"), 1.0)
+
+	require.NoError(t, os.Remove(ctrHealth.Dir()))
+	require.Eventually(t, func() bool {
+		rec, found, err := ctrHealth.Read("ctr-1")
+		return err == nil && found && len(rec.Resources) == 1 && rec.Resources[0].Health == state.HealthHealthy
+	}, 10*time.Second, 20*time.Millisecond, "the health record is written at a later round")
+}

@@ -65,7 +65,7 @@ func newMetrics(namespace string) *metrics {
 		}, []string{"reason"}),
 		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "record_errors_total",
-			Help: "Device locality records that could not be published or removed in the shared state.",
+			Help: "Shared-state records (device locality, device and container health) that could not be written or removed.",
 		}),
 	}
 }

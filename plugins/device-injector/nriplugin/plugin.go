@@ -7,7 +7,9 @@
 // mode. The located device nodes are published in the shared state for the
 // plugins that run later (topology-aware), and removed with the container.
 // The devices' health (package health) is checked at creation and published
-// per device and per container.
+// per device and per container. At Synchronize, containers created while the
+// plugin was not connected get their records rebuilt from their pods'
+// annotations (sync.go).
 package nriplugin
 
 import (
@@ -47,8 +49,11 @@ type Plugin struct {
 	ctrHealth *state.Records[state.ContainerHealth]  // nil: sharing disabled
 	sysfsRoot string
 	monitor   *health.Monitor
-	stop      context.CancelFunc
-	stopped   chan struct{}
+	// devHealthStale: the device health record failed to be written; only
+	// the monitor's goroutine uses it.
+	devHealthStale bool
+	stop           context.CancelFunc
+	stopped        chan struct{}
 
 	ctrMu      sync.Mutex
 	containers map[string]*tracked // by container id
@@ -90,7 +95,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	p.stop, p.stopped = stop, make(chan struct{})
 	go func() {
 		defer close(p.stopped)
-		p.monitor.Run(ctx, p.healthChanged)
+		p.monitor.Run(ctx, p.healthChecked)
 	}()
 	return p, nil
 }
@@ -110,7 +115,9 @@ func (p *Plugin) Configure(data []byte, source string) error {
 	}
 	p.cfg = cfg
 	p.monitor.SetInterval(cfg.HealthInterval)
-	log := p.log.WithFields(logrus.Fields{"source": source, "mode": cfg.EffectiveMode(p.runtime), "spec_dirs": cfg.SpecDirs})
+	p.monitor.SetProbes(health.Probes{Checks: cfg.HealthChecks, Concurrency: cfg.CheckConcurrency})
+	log := p.log.WithFields(logrus.Fields{"source": source, "mode": cfg.EffectiveMode(p.runtime), "spec_dirs": cfg.SpecDirs,
+		"health_checks": len(cfg.HealthChecks)})
 	for _, problem := range resolve.DirProblems(cfg.SpecDirs) {
 		log.Warn(problem)
 	}
@@ -133,40 +140,6 @@ func (p *Plugin) Close() error {
 	<-p.stopped
 	p.resolver.Close()
 	return nil
-}
-
-// Synchronize removes the records of containers that went away while the
-// plugin was not connected, and resumes publishing the device health of
-// the others from their device records.
-func (p *Plugin) Synchronize(_ context.Context, _ []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
-	if p.records == nil {
-		return nil, nil
-	}
-	live := func(key string) bool {
-		return slices.ContainsFunc(ctrs, func(c *api.Container) bool { return c.GetId() == key })
-	}
-	records, err := p.records.List()
-	if err != nil {
-		p.recordError("list device records", err) // the good ones are still listed
-	}
-	for key, rec := range records {
-		if live(key) {
-			p.track(k8s.Identity{ContainerID: rec.ContainerID, PodUID: rec.PodUID, Namespace: rec.Namespace,
-				Pod: rec.Pod, Container: rec.Container}, rec.Devices)
-		} else if err := p.records.Remove(key); err != nil {
-			p.recordError("remove stale device record", err)
-		}
-	}
-	keys, err := p.ctrHealth.Keys()
-	if err != nil {
-		p.recordError("list container health records", err)
-	}
-	for _, key := range keys {
-		if !live(key) {
-			p.untrack(key)
-		}
-	}
-	return nil, nil
 }
 
 // CreateContainer gives the container the devices and mounts it asks for,

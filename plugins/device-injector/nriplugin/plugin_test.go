@@ -71,7 +71,7 @@ type fixture struct {
 
 // newFixture builds the plugin on a spec directory holding exampleSpec and
 // otherSpec, with a sysfs tree where /dev/null's 1:3 sits on NUMA node 1.
-func newFixture(t *testing.T, config string) *fixture {
+func newFixture(t testing.TB, config string) *fixture {
 	t.Helper()
 	f := &fixture{reg: prometheus.NewRegistry(), shared: t.TempDir(), specDirs: t.TempDir()}
 	require.NoError(t, os.WriteFile(filepath.Join(f.specDirs, "example.yaml"), []byte(exampleSpec), 0o644))
