@@ -221,9 +221,14 @@ func hostname(pod *v1.Pod, cfg Config) string {
 }
 
 // namespaces mirrors containerd's namespace options: the pod shares network,
-// IPC and UTS through the sandbox; host* settings drop the namespace.
+// IPC and UTS through the sandbox; host* settings drop the namespace;
+// hostUsers: false adds a user namespace (its uid/gid mappings, which NRI
+// does not carry, are left out).
 func namespaces(pod *v1.Pod, sandbox bool) []rspec.LinuxNamespace {
 	var ns []rspec.LinuxNamespace
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
+		ns = append(ns, rspec.LinuxNamespace{Type: rspec.UserNamespace})
+	}
 	if !pod.Spec.HostPID && (sandbox || !shareProcessNamespace(pod)) {
 		ns = append(ns, rspec.LinuxNamespace{Type: rspec.PIDNamespace})
 	}

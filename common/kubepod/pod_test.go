@@ -362,3 +362,29 @@ func FuzzParse(f *testing.F) {
 		require.NotNil(t, NRIPodSandbox(p))
 	})
 }
+
+func TestConvertUserNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		hostUsers string
+		want      bool
+	}{{"", false}, {"hostUsers: true", false}, {"hostUsers: false", true}} {
+		t.Run(tc.hostUsers, func(t *testing.T) {
+			pod, err := Parse([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: u, namespace: ns1}\nspec:\n  " +
+				tc.hostUsers + "\n  containers: [{name: a, image: busybox}]\n"))
+			require.NoError(t, err)
+			p, err := Config{}.Convert(pod)
+			require.NoError(t, err)
+			hasUser := func(namespaces []*api.LinuxNamespace) bool {
+				for _, ns := range namespaces {
+					if ns.Type == "user" {
+						return true
+					}
+				}
+				return false
+			}
+			assert.Equal(t, tc.want, hasUser(NRIPodSandbox(p).GetLinux().GetNamespaces()), "sandbox")
+			a := NRIContainer(p.Container("a"), p.Container("a").Spec, ContainerStatus{})
+			assert.Equal(t, tc.want, hasUser(a.GetLinux().GetNamespaces()), "container")
+		})
+	}
+}

@@ -78,7 +78,13 @@ func (c *Containerd) Start(ctx context.Context, env RuntimeEnv) error {
 	if len(c.paths.ShimSock) > maxShimSocketDir {
 		return fmt.Errorf("configuring containerd: shim socket dir %s is longer than %d characters: use a shorter run dir base", c.paths.ShimSock, maxShimSocketDir)
 	}
-	for _, dir := range []string{c.paths.DropInDir, c.paths.Root, c.paths.State, c.paths.Temp, c.paths.RuncRoot,
+	// The state dir (and the run dir above it) holds the containers' rootfs
+	// mounts, which the init of a user-namespaced container, running as an
+	// unprivileged host uid, must traverse.
+	if err := os.MkdirAll(c.paths.State, 0o711); err != nil {
+		return fmt.Errorf("creating containerd directory: %w", err)
+	}
+	for _, dir := range []string{c.paths.DropInDir, c.paths.Root, c.paths.Temp, c.paths.RuncRoot,
 		c.paths.ShimSock, filepath.Join(c.paths.CNI, "bin"), filepath.Join(c.paths.CNI, "net.d"), c.paths.Opt} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("creating containerd directory: %w", err)

@@ -19,6 +19,7 @@ import (
 type kubelet struct {
 	dir         string
 	staticPods  string
+	port        int // HTTPS: /metrics/cadvisor, /metrics/resource, /stats/summary
 	healthzPort int
 	process     *process
 	log         logrus.FieldLogger
@@ -139,7 +140,7 @@ func kubeletArgs(bin, configPath string, s kubeletSettings) []string {
 // startKubelet writes the configuration and starts the kubelet, returning
 // once its health endpoint answers.
 func startKubelet(ctx context.Context, bin string, s kubeletSettings, log logrus.FieldLogger) (*kubelet, error) {
-	k := &kubelet{dir: s.Dir, staticPods: filepath.Join(s.Dir, "manifests"), healthzPort: s.HealthzPort, log: log}
+	k := &kubelet{dir: s.Dir, staticPods: filepath.Join(s.Dir, "manifests"), port: s.Port, healthzPort: s.HealthzPort, log: log}
 	workDir := kubeletWorkDir(s.Dir)
 	for _, dir := range []string{k.staticPods, filepath.Join(s.Dir, "root"), filepath.Join(s.Dir, "pki"),
 		filepath.Join(s.Dir, "pod-logs"), filepath.Join(s.Dir, "volume-plugins"), workDir} {

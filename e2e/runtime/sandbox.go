@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -112,6 +113,11 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if s.dir, err = os.MkdirTemp(s.opts.BaseDir, runDirPrefix); err != nil {
 		return fmt.Errorf("creating run dir: %w", err)
 	}
+	// Traversable, not listable: user-namespaced containers reach their
+	// rootfs below it as an unprivileged host uid.
+	if err := os.Chmod(s.dir, 0o711); err != nil {
+		return fmt.Errorf("creating run dir: %w", err)
+	}
 	s.log = s.log.WithField("dir", s.dir)
 	if s.host, err = recordHost(slices.Concat(kubeletHostDirs, preRegisteredHostDirs, s.rt.HostDirs())); err != nil {
 		return err
@@ -211,6 +217,16 @@ func (s *Sandbox) NodeName() string { return s.opts.NodeName }
 
 // CgroupRoot is the kubelet's cgroup root; pods live in CgroupRoot/kubepods.
 func (s *Sandbox) CgroupRoot() string { return cgroupRootFor(s.dir) }
+
+// KubeletAddr is the loopback host:port where the kubelet serves HTTPS
+// (self-signed, anonymous access): /metrics/cadvisor, /metrics/resource,
+// /stats/summary. "" without a kubelet.
+func (s *Sandbox) KubeletAddr() string {
+	if s.kubelet == nil {
+		return ""
+	}
+	return "127.0.0.1:" + strconv.Itoa(s.kubelet.port)
+}
 
 // KubeletLog returns the path of the kubelet's log; "" without a kubelet.
 func (s *Sandbox) KubeletLog() string {

@@ -1,6 +1,8 @@
 // Command nri-e2e-test is a test-only NRI plugin that exercises the runner: it adds
 // environment variables to every container it sees created and, on every Synchronize,
-// writes a JSON report of the containers the runtime delivered.
+// writes a JSON report of the containers the runtime delivered. Configured to, it
+// also weakens containers (OCI hooks, unconfined seccomp, host namespaces, sysctls,
+// devices), so that validators can be tested against a real plugin.
 package main
 
 import "github.com/nri-suite/nri-suite/common/plugin"

@@ -20,6 +20,8 @@ type config struct {
 	Env map[string]string `yaml:"env"`
 	// SyncReport, if set, is the file the Synchronize report is written to.
 	SyncReport string `yaml:"syncReport"`
+	// Weaken weakens the containers of chosen pods, to test validators.
+	Weaken weaken `yaml:"weaken"`
 }
 
 type testPlugin struct {
@@ -52,6 +54,9 @@ func (p *testPlugin) Configure(data []byte, source string) error {
 			return fmt.Errorf("config %s: env key %q: expected a non-empty name without '=' or NUL", source, key)
 		}
 	}
+	if err := cfg.Weaken.check(source); err != nil {
+		return err
+	}
 	if cfg.Env == nil {
 		cfg.Env = p.defaultEnv()
 	}
@@ -61,14 +66,16 @@ func (p *testPlugin) Configure(data []byte, source string) error {
 	return nil
 }
 
-// CreateContainer adds the configured environment, in key order.
-func (p *testPlugin) CreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+// CreateContainer adds the configured environment, in key order, and the
+// configured weakening changes.
+func (p *testPlugin) CreateContainer(_ context.Context, pod *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	adjust := &api.ContainerAdjustment{}
 	for _, key := range slices.Sorted(maps.Keys(p.cfg.Env)) {
 		adjust.AddEnv(key, p.cfg.Env[key])
 	}
+	p.cfg.Weaken.apply(pod, adjust)
 	return adjust, nil, nil
 }
 

@@ -255,7 +255,8 @@ func TestBinaryPreRegisteredTakesConfigFromRuntime(t *testing.T) {
 }
 
 func FuzzConfigure(f *testing.F) {
-	for _, seed := range []string{"", "env: {A: b}\n", "env: {\"A=B\": c}\n", "syncReport: /x\n", "envs: 1\n", "env: [1]\n"} {
+	for _, seed := range []string{"", "env: {A: b}\n", "env: {\"A=B\": c}\n", "syncReport: /x\n", "envs: 1\n", "env: [1]\n",
+		"weaken: {hooks: [/bin/true], seccompUnconfined: true, namespaces: [{type: ipc, remove: true}]}\n"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

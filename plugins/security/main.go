@@ -1,0 +1,34 @@
+// Command nri-security confines every container in the runtime: the runtime
+// default seccomp profile for containers that would run unconfined, named
+// profiles by annotation, complain mode to try them, a user-namespace
+// policy, and a validator that refuses what other NRI plugins do to weaken a
+// container. See README.md.
+package main
+
+import (
+	"flag"
+
+	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/plugins/security/nriplugin"
+)
+
+func main() {
+	opts := nriplugin.Options{Proc: "/proc"}
+	validate := true
+	flags := func(fs *flag.FlagSet) {
+		fs.StringVar(&opts.Proc, "proc", opts.Proc, "proc file system in which the host's namespaces are found (/proc/1/ns)")
+		fs.BoolVar(&validate, "validator", validate,
+			"also validate other plugins' adjustments; false on runtimes whose NRI predates validation (CRI-O v1.34)")
+	}
+	factory := func(deps plugin.Deps) (any, error) {
+		p, err := nriplugin.New(deps, opts)
+		if err != nil || !validate {
+			return p, err
+		}
+		return nriplugin.Validating{Plugin: p}, nil
+	}
+	plugin.Main("security", factory,
+		plugin.WithIdx("40"),
+		plugin.WithHTTPAddr("127.0.0.1:9140"),
+		plugin.WithFlags(flags))
+}

@@ -1,0 +1,249 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/e2e/harness"
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+)
+
+// TestRealNode is issue 5's acceptance on a real runtime: the security
+// plugin and the e2e test plugin (as "another plugin") external to the
+// runtime, pods made through raw CRI so that a refusal comes back as the CRI
+// error the kubelet would get (a kubelet only logs it and retries), and user
+// namespaces can be set per pod. One sandbox per runtime carries the steps:
+//
+//  1. Seccomp: a profile named by annotation that denies mkdir gives
+//     "Operation not permitted" where an Unconfined container next to it
+//     can mkdir, and that Unconfined container ends up with "Seccomp: 2".
+//  2. Complain: the same profile in complain mode lets mkdir through.
+//  3. User namespaces: a pod of a namespace that requires one is refused
+//     without one and runs with one (on containerd: CRI-O cannot mount sysfs
+//     in a user namespace of a host-network pod, the only kind these hosts
+//     run without CNI).
+//  4. Validator: the test plugin adding an OCI hook, then setting seccomp
+//     unconfined, is refused with the validator's reason.
+//
+// CRI-O v1.34.0 vendors an NRI without seccomp adjustments and without
+// validation (NRI v0.9.1-0.20250219): there the plugin runs with
+// --validator=false; step 1 checks that it fails closed instead, 2 and 4 skip.
+func TestRealNode(t *testing.T) {
+	for _, rt := range sandbox.RuntimeNames() {
+		t.Run(rt, func(t *testing.T) { testRealNode(t, rt) })
+	}
+}
+
+const (
+	nodeNamespace = "sec-test"
+	// denyMkdirName is denyMkdir's file in the profile directory.
+	denyMkdirName = "deny-mkdir.json"
+	// The seccomp rule is only audited in namespace tenants: on CRI-O
+	// v1.34.0 it refuses every container (it cannot confine them), which
+	// would hide the user-namespace rule.
+	nodeConfig = `rules:
+  seccomp: {namespaces: {tenants: audit}}
+seccomp:
+  profile-dir: %s
+  complain: {pods: [%s/complain]}
+user-namespaces: {namespaces: [tenants]}
+`
+)
+
+type realNode struct {
+	t          *testing.T
+	ctx        context.Context
+	sb         *sandbox.Sandbox
+	testPlugin *sandbox.Plugin
+	testBinary string
+}
+
+func testRealNode(t *testing.T, rt string) {
+	sandbox.RequirePrereqs(t, rt)
+	n := &realNode{t: t, sb: sandbox.NewForTest(t, sandbox.Options{Runtime: rt, NoKubelet: true}), ctx: sandbox.TestContext(t),
+		testBinary: harness.BuildPlugin(t, testPluginPkg)}
+	profiles := filepath.Join(n.sb.Dir(), "seccomp-profiles")
+	require.NoError(t, os.MkdirAll(profiles, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(profiles, denyMkdirName), []byte(denyMkdir), 0o644))
+	// CRI-O v1.34's NRI refuses a plugin that subscribes to validation.
+	legacy := rt == "crio"
+	spec := sandbox.PluginSpec{Binary: harness.BuildPlugin(t, pluginPkg), Name: "security", Idx: "40",
+		Config: fmt.Appendf(nil, nodeConfig, profiles, nodeNamespace), Args: []string{fmt.Sprintf("--validator=%v", !legacy)}}
+	security, err := n.sb.StartPlugin(spec)
+	require.NoError(t, err)
+	require.NoError(t, security.WaitReady(n.ctx))
+	n.startTestPlugin("env: {}\n")
+
+	named := map[string]string{"seccomp.nri-suite.io/container.main": denyMkdirName}
+	t.Run("Seccomp", func(t *testing.T) {
+		if legacy {
+			_, err := n.create(t, pod{name: "unconfined", unconfined: true})
+			require.Error(t, err)
+			assert.Contains(t, criError(err), "security rule seccomp refused container "+nodeNamespace+"/unconfined/main: "+
+				"would run unconfined: cannot apply seccomp profile runtime/default: runtime cri-o 1.34.0 drops NRI seccomp policies")
+			return
+		}
+		denied := n.run(t, pod{name: "named", annotations: named})
+		out, err := n.sb.CRI().Exec(n.ctx, denied, "mkdir", "/tmp/denied")
+		require.Error(t, err, "mkdir under the deny-mkdir profile: %s", out)
+		assert.Contains(t, out+err.Error(), "Operation not permitted")
+
+		other := n.run(t, pod{name: "unconfined", unconfined: true})
+		_, err = n.sb.CRI().Exec(n.ctx, other, "mkdir", "/tmp/allowed")
+		require.NoError(t, err, "mkdir in a container without the profile")
+		status, err := n.sb.ProcStatus(n.ctx, other)
+		require.NoError(t, err)
+		assert.Equal(t, "2", status["Seccomp"], "the Unconfined container runs with the runtime default filter")
+	})
+	t.Run("Complain", func(t *testing.T) {
+		if legacy {
+			t.Skip("CRI-O v1.34.0 drops NRI seccomp policies: nothing to complain with (step Seccomp checked the refusal)")
+		}
+		id := n.run(t, pod{name: "complain", annotations: named})
+		_, err := n.sb.CRI().Exec(n.ctx, id, "mkdir", "/tmp/logged")
+		require.NoError(t, err, "complain mode logs mkdir instead of denying it")
+		status, err := n.sb.ProcStatus(n.ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, "2", status["Seccomp"], "a filter is installed, with the log action")
+	})
+	t.Run("UserNamespace", func(t *testing.T) {
+		_, err := n.create(t, pod{name: "host-users", namespace: "tenants", runtimeDefault: true})
+		require.Error(t, err)
+		assert.Contains(t, criError(err), `security rule user-namespace refused container tenants/host-users/main: namespace "tenants" requires a user namespace`)
+		withUserns := pod{name: "userns", namespace: "tenants", userns: true, runtimeDefault: true}
+		if legacy {
+			// The plugin lets it through, but runc cannot mount sysfs in a
+			// user namespace that shares the host's network namespace, and
+			// without CNI these hosts run host-network pods only.
+			_, err := n.create(t, withUserns)
+			require.Error(t, err, "CRI-O started a host-network pod in a user namespace: make this step check it")
+			assert.NotContains(t, criError(err), "security", "the security plugin let the pod with a user namespace through")
+			t.Skipf("CRI-O cannot run a host-network pod in a user namespace here: %s", lastLine(criError(err)))
+		}
+		id := n.run(t, withUserns)
+		uidMap, err := n.sb.ReadFile(n.ctx, id, "/proc/self/uid_map")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"0", fmt.Sprint(usernsHostID), "65536"}, strings.Fields(uidMap), "the container's uid map")
+	})
+	t.Run("Validator", func(t *testing.T) {
+		if legacy {
+			t.Skip("CRI-O v1.34.0's NRI has no validation: the plugin runs with --validator=false there")
+		}
+		n.startTestPlugin("env: {}\nweaken: {pods: [hooked], hooks: [/bin/true]}\n")
+		_, err := n.create(t, pod{name: "hooked", runtimeDefault: true})
+		require.Error(t, err)
+		assert.Contains(t, criError(err), rejected+nodeNamespace+"/hooked/main: rule oci-hooks: plugin 50-e2e-test added OCI hooks "+
+			"and is not in validator.hook-plugins: /bin/true")
+
+		n.startTestPlugin("env: {}\nweaken: {pods: [loosened], seccompUnconfined: true}\n")
+		_, err = n.create(t, pod{name: "loosened", runtimeDefault: true})
+		require.Error(t, err)
+		assert.Contains(t, criError(err), rejected+nodeNamespace+"/loosened/main: rule seccomp-adjustment: plugin 50-e2e-test "+
+			"set a seccomp policy that leaves the container unconfined")
+	})
+}
+
+// startTestPlugin (re)starts the e2e test plugin with config.
+func (n *realNode) startTestPlugin(config string) {
+	n.t.Helper()
+	if n.testPlugin != nil {
+		n.testPlugin.Stop(5 * time.Second)
+	}
+	p, err := n.sb.StartPlugin(sandbox.PluginSpec{Binary: n.testBinary, Name: "e2e-test", Idx: "50", Config: []byte(config)})
+	require.NoError(n.t, err)
+	require.NoError(n.t, p.WaitReady(n.ctx))
+	n.testPlugin = p
+}
+
+// usernsHostID is where a user-namespace pod's uid and gid 0 sit on the host.
+const usernsHostID = 1 << 20
+
+// pod is a one-container ("main") host-network pod made through raw CRI.
+type pod struct {
+	name, namespace string
+	annotations     map[string]string
+	unconfined      bool // seccomp Unconfined, as the kubelet asks without a profile
+	runtimeDefault  bool // seccomp RuntimeDefault
+	userns          bool // a user namespace with 65536 ids from usernsHostID
+}
+
+// configs are the CRI PodSandboxConfig and ContainerConfig of p, in their
+// JSON form.
+func (p pod) configs(sb *sandbox.Sandbox) (podConfig, ctrConfig map[string]any) {
+	ns := p.namespace
+	if ns == "" {
+		ns = nodeNamespace
+	}
+	// Host network (2, NODE) and a PID namespace per container (1,
+	// CONTAINER), as runRawCRIPod in e2e/runtime explains.
+	options := map[string]any{"network": 2, "pid": 1}
+	if p.userns {
+		ids := []map[string]any{{"host_id": usernsHostID, "container_id": 0, "length": 65536}}
+		options["userns_options"] = map[string]any{"mode": 0, "uids": ids, "gids": ids}
+	}
+	podConfig = map[string]any{
+		"metadata":    map[string]any{"name": p.name, "namespace": ns, "uid": fmt.Sprintf("sec-%d", rand.Uint32()), "attempt": 0},
+		"annotations": p.annotations,
+		"linux": map[string]any{
+			"cgroup_parent":    sb.CgroupRoot() + "/" + p.name,
+			"security_context": map[string]any{"namespace_options": options},
+		},
+	}
+	security := map[string]any{"namespace_options": options}
+	switch {
+	case p.unconfined:
+		security["seccomp"] = map[string]any{"profile_type": 1}
+	case p.runtimeDefault:
+		security["seccomp"] = map[string]any{"profile_type": 0}
+	}
+	ctrConfig = map[string]any{
+		"metadata": map[string]any{"name": "main"},
+		"image":    map[string]any{"image": sandbox.BusyboxImage},
+		"command":  []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"},
+		"labels":   map[string]string{sandbox.LabelContainerName: "main"},
+		"linux":    map[string]any{"security_context": security},
+	}
+	return podConfig, ctrConfig
+}
+
+// criError is the runtime's error as crictl reports it, unquoted.
+func criError(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(err.Error(), `\"`, `"`)
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// create runs p's sandbox and creates its container: the error is the CRI
+// error of the container's creation.
+func (n *realNode) create(t *testing.T, p pod) (string, error) {
+	t.Helper()
+	podConfig, ctrConfig := p.configs(n.sb)
+	podID, err := n.sb.CRI().RunPodSandbox(n.ctx, podConfig)
+	require.NoError(t, err, "running the sandbox of pod %s", p.name)
+	return n.sb.CRI().CreateContainer(n.ctx, podID, ctrConfig, podConfig)
+}
+
+// run creates and starts p's container and returns its id.
+func (n *realNode) run(t *testing.T, p pod) string {
+	t.Helper()
+	id, err := n.create(t, p)
+	require.NoError(t, err, "creating the container of pod %s", p.name)
+	require.NoError(t, n.sb.CRI().StartContainer(n.ctx, id))
+	return id
+}

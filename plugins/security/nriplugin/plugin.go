@@ -1,0 +1,285 @@
+// Package nriplugin is the NRI side of the security plugin. At
+// CreateContainer it refuses a container that policy says must run in a
+// user namespace and has none (package userns), then chooses its seccomp
+// profile (package profile) and hands the policy the seccomp store built to
+// the runtime. At ValidateContainerAdjustment, after every other plugin
+// adjusted the container, it judges their changes (package validator).
+// Every rule's mode (enforce, audit, off) comes from the configuration, per
+// namespace; each decision is logged once and counted by rule and outcome.
+package nriplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	goruntime "runtime"
+	"strings"
+	"sync"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/plugins/security/config"
+	"github.com/nri-suite/nri-suite/plugins/security/profile"
+	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
+	"github.com/nri-suite/nri-suite/plugins/security/userns"
+	"github.com/nri-suite/nri-suite/plugins/security/validator"
+)
+
+// Options are what the plugin needs besides the runner's Deps.
+type Options struct {
+	// Proc is the proc file system in which the host's namespaces are
+	// found (/proc/1/ns/...).
+	Proc string
+}
+
+// defaultCapabilities are the capabilities containerd and CRI-O give a
+// container by default. NRI does not pass a container's capabilities, so
+// profiles are built for these: the rules a profile conditions on an added
+// capability (CAP_SYS_ADMIN, ...) stay out, which errs on the strict side.
+var defaultCapabilities = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+	"CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"}
+
+// Plugin confines containers at creation. It does not validate other
+// plugins' adjustments: see Validating.
+type Plugin struct {
+	name    string
+	log     *logrus.Entry
+	metrics *metrics
+	host    validator.HostNamespaces
+	arch    string
+
+	mu        sync.RWMutex
+	cfg       *config.Config
+	store     *seccomp.Store
+	validator *validator.Validator
+	stopWatch context.CancelFunc
+	runtime   string // "name version" as NRI reported it at registration
+	seccompOK bool   // the runtime applies NRI seccomp policies
+}
+
+// Validating is the Plugin that is also a validator. A separate type,
+// because a runtime whose NRI predates validation (CRI-O v1.34) refuses a
+// plugin that subscribes to it.
+type Validating struct{ *Plugin }
+
+// New builds the plugin with the default configuration; Configure replaces it.
+func New(deps plugin.Deps, opts Options) (*Plugin, error) {
+	p := &Plugin{name: deps.Name, log: deps.Log, host: validator.ProcHost{Proc: opts.Proc},
+		arch: goruntime.GOARCH, seccompOK: true}
+	var err error
+	if p.metrics, err = newMetrics(deps.Registry, deps.MetricsNamespace, p.profileCounts); err != nil {
+		return nil, fmt.Errorf("create security plugin: registering metrics: %w", err)
+	}
+	if err := p.apply(config.Default()); err != nil {
+		return nil, fmt.Errorf("create security plugin: %w", err)
+	}
+	return p, nil
+}
+
+// Configure implements plugin.Configurable: nothing of a bad configuration
+// is applied.
+func (p *Plugin) Configure(data []byte, source string) error {
+	cfg, err := config.Parse(data, source)
+	if err != nil {
+		return err
+	}
+	if err := p.apply(cfg); err != nil {
+		return fmt.Errorf("config %s: %w", source, err)
+	}
+	p.log.WithField("source", source).WithField("profile-dir", cfg.Seccomp.ProfileDir).Info("configured")
+	return nil
+}
+
+// apply loads cfg's profiles into a new store, watches its directory, and
+// replaces the running configuration and store with them.
+func (p *Plugin) apply(cfg *config.Config) error {
+	store, err := seccomp.NewStore(seccomp.Options{Dir: cfg.Seccomp.ProfileDir, ExtraRules: cfg.Seccomp.ExtraRules, Log: p.log})
+	if err != nil {
+		return fmt.Errorf("loading seccomp profiles: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.Seccomp.ProfileDir != "" {
+		go func() {
+			if err := store.Watch(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				p.log.WithError(err).WithField("profile-dir", cfg.Seccomp.ProfileDir).
+					Error("stopped watching the seccomp profile directory; profiles are no longer reloaded")
+			}
+		}()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopWatch != nil {
+		p.stopWatch()
+	}
+	p.cfg, p.store, p.stopWatch = cfg, store, cancel
+	p.validator = validator.New(cfg.Validator, p.name, p.host)
+	return nil
+}
+
+// SetRuntime implements plugin.RuntimeAware.
+func (p *Plugin) SetRuntime(name, version string) {
+	ok := seccompAdjustable(name, version)
+	p.mu.Lock()
+	p.runtime, p.seccompOK = name+" "+version, ok
+	p.mu.Unlock()
+	if !ok {
+		p.log.WithField("runtime", name+" "+version).Warn("the runtime drops NRI seccomp policies: " +
+			"containers that need a profile are refused in enforce mode (set rules.seccomp.mode to audit or off to let them run)")
+	}
+}
+
+// Close stops watching the profile directory.
+func (p *Plugin) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopWatch != nil {
+		p.stopWatch()
+		p.stopWatch = nil
+	}
+	return nil
+}
+
+func (p *Plugin) profileCounts() (loaded, invalid int) {
+	p.mu.RLock()
+	store := p.store
+	p.mu.RUnlock()
+	loaded, invalid, _ = store.Status()
+	return loaded, invalid
+}
+
+// CreateContainer refuses a container without a required user namespace and
+// gives the others their seccomp policy.
+func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	id := k8s.IdentityOf(pod, ctr)
+	if err := p.checkUserNamespace(id, pod, ctr); err != nil {
+		return nil, nil, err
+	}
+	policy, err := p.confine(id, pod, ctr)
+	if err != nil || policy == nil {
+		return nil, nil, err
+	}
+	adjust := &api.ContainerAdjustment{}
+	adjust.SetLinuxSeccompPolicy(policy)
+	return adjust, nil, nil
+}
+
+func (p *Plugin) checkUserNamespace(id k8s.Identity, pod *api.PodSandbox, ctr *api.Container) error {
+	mode := p.cfg.Mode(config.RuleUserNamespace, id.Namespace)
+	if mode == config.Off {
+		return nil
+	}
+	if err := userns.Check(p.cfg.UserNamespaces, id.Namespace, pod, ctr); err != nil {
+		return p.judge(config.RuleUserNamespace, mode, id, err)
+	}
+	p.metrics.decided(config.RuleUserNamespace, outcomePass)
+	return nil
+}
+
+// confine returns the seccomp policy to give the container, nil for none.
+func (p *Plugin) confine(id k8s.Identity, pod *api.PodSandbox, ctr *api.Container) (*api.LinuxSeccomp, error) {
+	mode := p.cfg.Mode(config.RuleSeccomp, id.Namespace)
+	if mode == config.Off {
+		return nil, nil
+	}
+	choice, err := profile.Choose(p.cfg.Seccomp, id, pod, ctr)
+	if err != nil {
+		return nil, p.judge(config.RuleSeccomp, mode, id, err)
+	}
+	log := p.log.WithFields(id.Fields()).WithFields(logrus.Fields{"rule": config.RuleSeccomp, "reason": choice.Reason})
+	if !choice.Apply {
+		outcome := outcomePass
+		if choice.Exempt {
+			outcome = outcomeExempt
+			log.Info("left unconfined")
+		}
+		p.metrics.decided(config.RuleSeccomp, outcome)
+		return nil, nil
+	}
+	name := profileName(choice.Profile)
+	if !p.seccompOK {
+		return nil, p.judge(config.RuleSeccomp, mode, id, fmt.Errorf(
+			"%s: cannot apply seccomp profile %s: runtime %s drops NRI seccomp policies (containerd >= %s or CRI-O >= %s apply them)",
+			choice.Reason, name, p.runtime, minSeccompAdjust["containerd"], minSeccompAdjust["cri-o"]))
+	}
+	policy, err := p.store.Build(seccomp.Request{Profile: choice.Profile, Complain: choice.Complain, Arch: p.arch,
+		Capabilities: defaultCapabilities})
+	if err != nil {
+		if choice.Annotation != "" {
+			err = fmt.Errorf("%w: %w", &k8s.AnnotationError{Key: choice.Annotation, Value: choice.Profile,
+				Want: "a valid profile in " + p.cfg.Seccomp.ProfileDir}, err)
+		}
+		return nil, p.judge(config.RuleSeccomp, mode, id, fmt.Errorf("building seccomp profile %s: %w", name, err))
+	}
+	log = log.WithFields(logrus.Fields{"profile": name, "complain": choice.Complain})
+	if mode == config.Audit {
+		p.metrics.decided(config.RuleSeccomp, outcomeAudited)
+		log.Info("audit: would apply the seccomp profile")
+		return nil, nil
+	}
+	p.metrics.decided(config.RuleSeccomp, outcomeApplied)
+	log.Info("applied the seccomp profile")
+	return policy, nil
+}
+
+func profileName(name string) string {
+	if name == "" {
+		return "runtime/default"
+	}
+	return name
+}
+
+// judge acts on a rule broken by the container being created: enforce
+// refuses it with an error saying why, audit logs and lets it through.
+func (p *Plugin) judge(rule config.Rule, mode config.Mode, id k8s.Identity, problem error) error {
+	log := p.log.WithFields(id.Fields()).WithField("rule", rule).WithError(problem)
+	if mode == config.Audit {
+		p.metrics.decided(rule, outcomeAudited)
+		log.Info("audit: would refuse the container")
+		return nil
+	}
+	p.metrics.decided(rule, outcomeRefused)
+	log.Info("refused the container")
+	return fmt.Errorf("security rule %s refused container %s: %w", rule, id, problem)
+}
+
+// ValidateContainerAdjustment judges what the other plugins did to the
+// container; it refuses the container if an enforced rule found something.
+func (v Validating) ValidateContainerAdjustment(_ context.Context, req *api.ValidateContainerAdjustmentRequest) error {
+	p := v.Plugin
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	id := k8s.IdentityOf(req.GetPod(), req.GetContainer())
+	enabled := func(r config.Rule) bool { return p.cfg.Mode(r, id.Namespace) != config.Off }
+	findings := p.validator.Check(req, enabled)
+
+	broken := map[config.Rule]bool{}
+	var refusals []string
+	for _, f := range findings {
+		broken[f.Rule] = true
+		log := p.log.WithFields(id.Fields()).WithFields(logrus.Fields{
+			"rule": f.Rule, "plugin": f.Plugin, "count": f.Count(), "items": strings.Join(f.Items, ", ")})
+		if p.cfg.Mode(f.Rule, id.Namespace) == config.Audit {
+			p.metrics.decided(f.Rule, outcomeAudited)
+			log.Infof("audit: would refuse: %s", f.Problem)
+			continue
+		}
+		p.metrics.decided(f.Rule, outcomeRefused)
+		log.Infof("refused: %s", f.Problem)
+		refusals = append(refusals, f.String())
+	}
+	for _, r := range config.ValidatorRules {
+		if enabled(r) && !broken[r] {
+			p.metrics.decided(r, outcomePass)
+		}
+	}
+	if len(refusals) > 0 {
+		return fmt.Errorf("security validator refused container %s: %s", id, strings.Join(refusals, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package profile
+
+import (
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/plugins/security/config"
+)
+
+var cfg = config.SeccompFile{
+	ProfileDir: "/etc/profiles",
+	Exempt:     config.Selector{Namespaces: []string{"kube-system"}, Pods: []string{"default/debug"}},
+	Complain:   config.Selector{Namespaces: []string{"staging"}},
+}
+
+func container(profile *api.SecurityProfile, policy *api.LinuxSeccomp) *api.Container {
+	return &api.Container{Name: "app", Linux: &api.LinuxContainer{SeccompProfile: profile, SeccompPolicy: policy}}
+}
+
+var (
+	unconfined     = &api.SecurityProfile{ProfileType: api.SecurityProfile_UNCONFINED}
+	runtimeDefault = &api.SecurityProfile{ProfileType: api.SecurityProfile_RUNTIME_DEFAULT}
+	localhost      = &api.SecurityProfile{ProfileType: api.SecurityProfile_LOCALHOST, LocalhostRef: "/var/lib/kubelet/seccomp/x.json"}
+	errnoPolicy    = &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ERRNO"}
+)
+
+func TestChoose(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		namespace   string
+		pod         string
+		annotations map[string]string
+		ctr         *api.Container
+		want        Choice
+	}{
+		{name: "unconfined gets the default", ctr: container(unconfined, nil),
+			want: Choice{Apply: true, Reason: "would run unconfined"}},
+		{name: "no profile at all gets the default", ctr: &api.Container{Name: "app"},
+			want: Choice{Apply: true, Reason: "would run unconfined"}},
+		{name: "runtime default is kept", ctr: container(runtimeDefault, errnoPolicy),
+			want: Choice{Reason: "already confined: OCI seccomp policy with default action SCMP_ACT_ERRNO"}},
+		{name: "runtime default profile without a policy is kept", ctr: container(runtimeDefault, nil),
+			want: Choice{Reason: "already confined: profile RuntimeDefault"}},
+		{name: "localhost is kept", ctr: container(localhost, nil),
+			want: Choice{Reason: "already confined: profile Localhost /var/lib/kubelet/seccomp/x.json"}},
+		{name: "exempt namespace", namespace: "kube-system", ctr: container(unconfined, nil),
+			want: Choice{Exempt: true, Reason: "exempt by seccomp.exempt"}},
+		{name: "exempt pod", pod: "debug", ctr: container(unconfined, nil),
+			want: Choice{Exempt: true, Reason: "exempt by seccomp.exempt"}},
+		{name: "complain namespace", namespace: "staging", ctr: container(unconfined, nil),
+			want: Choice{Apply: true, Complain: true, Reason: "would run unconfined"}},
+		{name: "container annotation beats pod annotation", ctr: container(runtimeDefault, errnoPolicy),
+			annotations: map[string]string{"seccomp.nri-suite.io/pod": "a.json", "seccomp.nri-suite.io/container.app": " b.json\n"},
+			want: Choice{Apply: true, Profile: "b.json", Annotation: "seccomp.nri-suite.io/container.app",
+				Reason: "named by annotation seccomp.nri-suite.io/container.app"}},
+		{name: "annotation of another container", ctr: container(unconfined, nil),
+			annotations: map[string]string{"seccomp.nri-suite.io/container.other": "a.json"},
+			want:        Choice{Apply: true, Reason: "would run unconfined"}},
+		{name: "node-wide key in an exempt complain pod", namespace: "kube-system", ctr: container(unconfined, nil),
+			annotations: map[string]string{"seccomp.nri-suite.io": "a.json"},
+			want: Choice{Apply: true, Profile: "a.json", Annotation: "seccomp.nri-suite.io",
+				Reason: "named by annotation seccomp.nri-suite.io"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := k8s.Identity{Namespace: tc.namespace, Pod: tc.pod, Container: "app"}
+			if id.Namespace == "" {
+				id.Namespace = "default"
+			}
+			got, err := Choose(cfg, id, &api.PodSandbox{Annotations: tc.annotations}, tc.ctr)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestChooseErrors(t *testing.T) {
+	id := k8s.Identity{Namespace: "default", Pod: "web", Container: "app"}
+	pod := &api.PodSandbox{Annotations: map[string]string{"seccomp.nri-suite.io/pod": " "}}
+	_, err := Choose(cfg, id, pod, container(unconfined, nil))
+	var annErr *k8s.AnnotationError
+	require.ErrorAs(t, err, &annErr)
+	assert.Equal(t, `annotation seccomp.nri-suite.io/pod=" ": want the name of a profile in the profile directory`, err.Error())
+
+	pod = &api.PodSandbox{Annotations: map[string]string{"seccomp.nri-suite.io": "a.json"}}
+	_, err = Choose(config.SeccompFile{}, id, pod, container(unconfined, nil))
+	require.ErrorAs(t, err, &annErr)
+	assert.Contains(t, err.Error(), "want no profile name: the plugin has no seccomp.profile-dir to find it in")
+}
+
+func FuzzChoose(f *testing.F) {
+	for _, seed := range []struct{ key, value string }{
+		{"seccomp.nri-suite.io/container.app", "deny-mkdir.json"}, {"seccomp.nri-suite.io/pod", ""},
+		{"seccomp.nri-suite.io", "../etc/passwd"}, {"seccomp.nri-suite.io/container.", "/abs.json"}, {"other", "x"},
+	} {
+		f.Add(seed.key, seed.value, int32(1))
+	}
+	f.Fuzz(func(t *testing.T, key, value string, profileType int32) {
+		id := k8s.Identity{Namespace: "default", Pod: "web", Container: "app"}
+		pod := &api.PodSandbox{Annotations: map[string]string{key: value}}
+		ctr := container(&api.SecurityProfile{ProfileType: api.SecurityProfile_ProfileType(profileType)}, nil)
+		got, err := Choose(cfg, id, pod, ctr)
+		if err != nil {
+			assert.Contains(t, err.Error(), key, "the error names the annotation")
+			return
+		}
+		if got.Annotation != "" {
+			assert.Equal(t, key, got.Annotation)
+			assert.NotEmpty(t, got.Profile)
+		}
+		assert.False(t, got.Apply && got.Exempt, "an exempt container is never confined by default")
+	})
+}

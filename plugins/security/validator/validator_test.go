@@ -1,0 +1,237 @@
+package validator
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/plugins/security/config"
+)
+
+const ctrID = "ctr-1"
+
+// fakeHost says /host/<type> are the host's namespaces and fails on /broken.
+type fakeHost struct{}
+
+func (fakeHost) IsHost(nsType, path string) (bool, error) {
+	if path == "/broken" {
+		return false, errors.New("no such file")
+	}
+	return path == "/host/"+nsType, nil
+}
+
+// request builds a validation request in which each change is claimed by
+// the plugin named beside it, as NRI's adaptation does.
+type request struct {
+	req *api.ValidateContainerAdjustmentRequest
+	t   *testing.T
+}
+
+func newRequest(t *testing.T, plugins ...string) *request {
+	req := &api.ValidateContainerAdjustmentRequest{
+		Pod:       &api.PodSandbox{Name: "web", Namespace: "default"},
+		Container: &api.Container{Id: ctrID, Name: "app"},
+		Adjust:    &api.ContainerAdjustment{},
+		Owners:    api.NewOwningPlugins(),
+	}
+	for _, p := range plugins {
+		req.AddPlugin(PluginName(p), p[:2])
+	}
+	return &request{req: req, t: t}
+}
+
+func (r *request) hook(plugin, path string) *request {
+	r.req.Adjust.AddHooks(&api.Hooks{CreateRuntime: []*api.Hook{{Path: path}}})
+	require.NoError(r.t, r.req.Owners.ClaimHooks(ctrID, plugin))
+	return r
+}
+
+func (r *request) seccomp(plugin string, p *api.LinuxSeccomp) *request {
+	r.req.Adjust.SetLinuxSeccompPolicy(p)
+	require.NoError(r.t, r.req.Owners.ClaimSeccompPolicy(ctrID, plugin))
+	return r
+}
+
+func (r *request) namespace(plugin string, ns *api.LinuxNamespace, remove bool) *request {
+	if remove {
+		r.req.Adjust.RemoveNamespace(ns)
+	} else {
+		r.req.Adjust.AddOrReplaceNamespace(ns)
+	}
+	require.NoError(r.t, r.req.Owners.ClaimNamespace(ctrID, ns.Type, plugin))
+	return r
+}
+
+func (r *request) sysctl(plugin, key, value string) *request {
+	r.req.Adjust.SetLinuxSysctl(key, value)
+	require.NoError(r.t, r.req.Owners.ClaimSysctl(ctrID, key, plugin))
+	return r
+}
+
+func (r *request) device(plugin, path string) *request {
+	r.req.Adjust.AddDevice(&api.LinuxDevice{Path: path, Type: "c", Major: 1, Minor: 1})
+	require.NoError(r.t, r.req.Owners.ClaimDevice(ctrID, path, plugin))
+	return r
+}
+
+func (r *request) cdi(plugin, name string) *request {
+	r.req.Adjust.AddCDIDevice(&api.CDIDevice{Name: name})
+	require.NoError(r.t, r.req.Owners.ClaimCdiDevice(ctrID, name, plugin))
+	return r
+}
+
+func allRules(config.Rule) bool { return true }
+
+var policy = config.ValidatorFile{
+	HookPlugins:     []string{"device-injector"},
+	AllowedSysctls:  []string{"kernel.msgmax"},
+	Devices:         config.DevicePolicy{Allowed: []string{"/dev/fuse"}, Plugins: map[string][]string{"device-injector": {"/dev/dri/*", "example.com/gpu=*"}}},
+	RequiredPlugins: []string{"topology-aware", "security"},
+}
+
+var runtimeDefault = &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ERRNO",
+	Syscalls: []*api.LinuxSyscall{{Names: []string{"read"}, Action: "SCMP_ACT_ALLOW"}}}
+
+func TestCheck(t *testing.T) {
+	const (
+		other = "50-e2e-test"
+		di    = "10-device-injector"
+		self  = "40-security"
+	)
+	present := []string{di, "30-topology-aware", self, other}
+	for _, tc := range []struct {
+		name     string
+		req      func(t *testing.T) *request
+		original *api.LinuxSeccomp
+		want     []Finding
+	}{
+		{name: "nothing changed", req: func(t *testing.T) *request { return newRequest(t, present...) }},
+		{name: "hook from a plugin not allowed", req: func(t *testing.T) *request {
+			return newRequest(t, present...).hook(other, "/bin/true")
+		}, want: []Finding{{Rule: config.RuleOCIHooks, Plugin: other, Items: []string{"/bin/true"}}}},
+		{name: "hook from an allowed plugin", req: func(t *testing.T) *request {
+			return newRequest(t, present...).hook(di, "/usr/bin/nvidia-hook")
+		}},
+		{name: "hooks from both: only the other is named", req: func(t *testing.T) *request {
+			return newRequest(t, present...).hook(di, "/a").hook(other, "/b")
+		}, want: []Finding{{Rule: config.RuleOCIHooks, Plugin: other, Items: []string{"/a", "/b"}}}},
+		{name: "unconfined seccomp", req: func(t *testing.T) *request {
+			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW"})
+		}, want: []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: other, Items: []string{"default action SCMP_ACT_ALLOW"}}}},
+		{name: "log-only seccomp is unconfined", req: func(t *testing.T) *request {
+			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_LOG",
+				Syscalls: []*api.LinuxSyscall{{Names: []string{"mkdir"}, Action: "SCMP_ACT_LOG"}}})
+		}, want: []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: other, Items: []string{"default action SCMP_ACT_LOG"}}}},
+		{name: "allow-by-default replacing deny-by-default", original: runtimeDefault, req: func(t *testing.T) *request {
+			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
+				Syscalls: []*api.LinuxSyscall{{Names: []string{"mkdir"}, Action: "SCMP_ACT_ERRNO"}}})
+		}, want: []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: other, Items: []string{"default action SCMP_ACT_ALLOW"}}}},
+		{name: "deny list on an unconfined container is a tightening", req: func(t *testing.T) *request {
+			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
+				Syscalls: []*api.LinuxSyscall{{Names: []string{"mkdir"}, Action: "SCMP_ACT_ERRNO"}}})
+		}},
+		{name: "the security plugin's own complain policy", req: func(t *testing.T) *request {
+			return newRequest(t, present...).seccomp(self, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_LOG"})
+		}},
+		{name: "namespace removed", req: func(t *testing.T) *request {
+			return newRequest(t, present...).namespace(other, &api.LinuxNamespace{Type: "network"}, true)
+		}, want: []Finding{{Rule: config.RuleHostNamespaces, Plugin: other,
+			Items: []string{"network (namespace removed: the container shares the host's)"}}}},
+		{name: "host namespace joined", req: func(t *testing.T) *request {
+			return newRequest(t, present...).namespace(other, &api.LinuxNamespace{Type: "pid", Path: "/host/pid"}, false)
+		}, want: []Finding{{Rule: config.RuleHostNamespaces, Plugin: other, Items: []string{"pid at /host/pid (the host's)"}}}},
+		{name: "another pod's namespace joined", req: func(t *testing.T) *request {
+			return newRequest(t, present...).namespace(other, &api.LinuxNamespace{Type: "network", Path: "/var/run/netns/cni-1"}, false)
+		}},
+		{name: "new namespace", req: func(t *testing.T) *request {
+			return newRequest(t, present...).namespace(other, &api.LinuxNamespace{Type: "time"}, false)
+		}},
+		{name: "unverifiable namespace", req: func(t *testing.T) *request {
+			return newRequest(t, present...).namespace(other, &api.LinuxNamespace{Type: "ipc", Path: "/broken"}, false)
+		}, want: []Finding{{Rule: config.RuleHostNamespaces, Plugin: other,
+			Items: []string{"ipc at /broken (cannot tell whether it is the host's: no such file)"}}}},
+		{name: "unsafe sysctls", req: func(t *testing.T) *request {
+			return newRequest(t, present...).sysctl(other, "kernel.panic", "0").sysctl(other, "net.ipv4.tcp_rmem", "1 2 3").
+				sysctl(other, "kernel.msgmax", "1").sysctl(di, "vm.swappiness", "0")
+		}, want: []Finding{
+			{Rule: config.RuleSysctls, Plugin: di, Items: []string{"vm.swappiness=0"}},
+			{Rule: config.RuleSysctls, Plugin: other, Items: []string{"kernel.panic=0"}},
+		}},
+		{name: "devices outside policy", req: func(t *testing.T) *request {
+			return newRequest(t, present...).device(other, "/dev/mem").device(other, "/dev/fuse").
+				device(di, "/dev/dri/card0").device(other, "/dev/dri/card1").cdi(di, "example.com/gpu=0").cdi(other, "example.com/gpu=1")
+		}, want: []Finding{{Rule: config.RuleDevices, Plugin: other, Items: []string{"/dev/dri/card1", "/dev/mem", "example.com/gpu=1"}}}},
+		{name: "required plugins missing", req: func(t *testing.T) *request { return newRequest(t, di, self) },
+			want: []Finding{{Rule: config.RuleRequiredPlugins, Items: []string{"topology-aware"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req(t)
+			r.req.Container.Linux = &api.LinuxContainer{SeccompPolicy: tc.original}
+			got := New(policy, "security", fakeHost{}).Check(r.req, allRules)
+			require.Len(t, got, len(tc.want), "findings: %v", got)
+			for i := range got {
+				assert.Equal(t, tc.want[i].Rule, got[i].Rule)
+				assert.Equal(t, tc.want[i].Plugin, got[i].Plugin)
+				assert.Equal(t, tc.want[i].Items, got[i].Items)
+				assert.Equal(t, len(tc.want[i].Items), got[i].Count())
+				assert.Contains(t, got[i].String(), "rule "+string(tc.want[i].Rule)+": ")
+				assert.NotEmpty(t, got[i].Problem)
+			}
+		})
+	}
+}
+
+func TestCheckSkipsDisabledRules(t *testing.T) {
+	r := newRequest(t).hook("50-x", "/bin/true").sysctl("50-x", "kernel.panic", "0")
+	got := New(policy, "security", fakeHost{}).Check(r.req, func(rule config.Rule) bool { return rule == config.RuleSysctls })
+	require.Len(t, got, 1)
+	assert.Equal(t, config.RuleSysctls, got[0].Rule)
+}
+
+func TestFindingString(t *testing.T) {
+	f := Finding{Rule: config.RuleOCIHooks, Plugin: "50-x", Items: []string{"/a", "/b"}, Problem: "added OCI hooks"}
+	assert.Equal(t, "rule oci-hooks: plugin 50-x added OCI hooks: /a, /b", f.String())
+	f = Finding{Rule: config.RuleRequiredPlugins, Items: []string{"a"}, Problem: "is missing plugins"}
+	assert.Equal(t, "rule required-plugins: node is missing plugins: a", f.String())
+}
+
+func TestPluginName(t *testing.T) {
+	for in, want := range map[string]string{"10-device-injector": "device-injector", "device-injector": "device-injector",
+		"x-y": "x-y", "": "", "40-": ""} {
+		assert.Equal(t, want, PluginName(in), in)
+	}
+}
+
+func TestUnconfined(t *testing.T) {
+	assert.True(t, Unconfined(nil))
+	assert.True(t, Unconfined(&api.LinuxSeccomp{DefaultAction: "SCMP_ACT_NOTIFY"}))
+	assert.False(t, Unconfined(runtimeDefault))
+	assert.False(t, Unconfined(&api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
+		Syscalls: []*api.LinuxSyscall{{Names: []string{"ptrace"}, Action: "SCMP_ACT_KILL_PROCESS"}}}))
+	assert.True(t, Unconfined(&api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
+		Syscalls: []*api.LinuxSyscall{{Action: "SCMP_ACT_ERRNO"}}}), "a rule without names blocks nothing")
+}
+
+func TestProcHost(t *testing.T) {
+	h := ProcHost{Proc: "/proc"}
+	own := fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
+	host, err := h.IsHost("network", own)
+	require.NoError(t, err)
+	assert.True(t, host, "the plugin's own namespace is the host's")
+	host, err = h.IsHost("network", "/proc/self/ns/ipc")
+	require.NoError(t, err)
+	assert.False(t, host, "another namespace type is another inode")
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, err = h.IsHost("network", missing)
+	assert.ErrorContains(t, err, "reading namespace "+missing)
+	_, err = h.IsHost("bogus", own)
+	assert.ErrorContains(t, err, `unknown namespace type "bogus"`)
+	_, err = ProcHost{Proc: t.TempDir()}.IsHost("network", own)
+	assert.ErrorContains(t, err, "reading the host's network namespace")
+}
