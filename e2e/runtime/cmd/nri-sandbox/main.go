@@ -25,23 +25,6 @@ import (
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
 
-// knownIdx is the NRI index of each suite plugin (see DESIGN.md: a plugin sees
-// the adjustments of lower indexes). Others get 50, 51, ...
-var knownIdx = map[string]string{
-	"device-injector": "10",
-	"sidecar-order":   "20",
-	"topology-aware":  "30",
-	"security":        "40",
-	"stats":           "90",
-}
-
-// knownArgs are the plugins' own flags. Whatever a plugin keeps on the node
-// goes to its directory in the run dir, never to the host's default
-// (/run/nri-suite/<plugin>), so that the sandbox leaves nothing behind.
-var knownArgs = map[string][]string{
-	"topology-aware": {"--state-dir", sandbox.PluginDir + "/state"},
-}
-
 type options struct {
 	runtime     string
 	baseDir     string
@@ -134,7 +117,7 @@ func pluginSpecs(opts options) ([]sandbox.PluginSpec, error) {
 			idx = fmt.Sprintf("%02d", next)
 			next++
 		}
-		spec := sandbox.PluginSpec{Binary: abs, Name: name, Idx: idx, Args: knownArgs[name]}
+		spec := sandbox.PluginSpec{Binary: abs, Name: name, Idx: idx, Args: knownArgs(name, opts.runtime)}
 		if file, ok := opts.configs[name]; ok {
 			if spec.Config, err = os.ReadFile(file); err != nil {
 				return nil, fmt.Errorf("reading configuration of plugin %s: %w", name, err)
@@ -182,7 +165,13 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "sandbox: runtime %s, run dir %s, NRI socket %s, node %s\n",
 		sb.Runtime().Name(), sb.Dir(), sb.NRI().Socket, sb.NodeName())
 
+	if err := writeDemoDevice(sb); err != nil {
+		return err
+	}
 	for _, spec := range specs {
+		if spec.Config == nil {
+			spec.Config = sandboxConfig(spec.Name, sb)
+		}
 		p, err := sb.StartPlugin(spec)
 		if err != nil {
 			return err

@@ -129,14 +129,18 @@ var (
 	placementLine = regexp.MustCompile(`(?m)^placement:\s+(\w+) pool, cpus (\S+), mems (\S+) \(.+\)$`)
 )
 
-// `make run --once` with topology-aware and the test plugin: the report
-// shows, for every demo container, the env the plugin added, the cgroup
-// values read inside, and the placement topology-aware published, which
-// matches the cpuset inside; the Guaranteed container's CPU is its own.
-// Nothing is left after, not even in the host's shared state.
+// `make run --once` with the suite's plugins and the test plugin: the report
+// shows, for every demo container, the env the test plugin added, the cgroup
+// values read inside, the placement topology-aware published, which
+// matches the cpuset inside (the Guaranteed container's CPU is its own),
+// the seccomp filter security applied, and the demo device device-injector
+// gave the app. Nothing is left after, not even in the host's shared state.
 func TestRunOnce(t *testing.T) {
 	sandbox.RequirePrereqs(t, "containerd")
-	plugins := []string{buildPlugin(t, "./plugins/topology-aware", "nri-topology-aware"), buildTestPlugin(t)}
+	plugins := []string{buildTestPlugin(t)}
+	for _, name := range []string{"device-injector", "topology-aware", "security"} {
+		plugins = append(plugins, buildPlugin(t, "./plugins/"+name, "nri-"+name))
+	}
 	hostStateDir := filepath.Join(state.DefaultDir, "topology-aware")
 	_, err := os.Stat(hostStateDir)
 	hostStateDirExisted := err == nil
@@ -165,7 +169,14 @@ func TestRunOnce(t *testing.T) {
 		for _, c := range pod.Spec.Containers {
 			section := containerSection(report, c.Name)
 			require.NotEmpty(t, section, "report on container %s", c.Name)
-			assert.Regexp(t, `(?m)^env added:\s+NRI_SUITE_E2E=e2e-test$`, section)
+			assert.Regexp(t, `(?m)^env added:\s+.*NRI_SUITE_E2E=e2e-test`, section)
+			assert.Regexp(t, `(?m)^seccomp:\s+filter \(Seccomp: 2\)$`, section, "kubelet's default Unconfined became the runtime default")
+			if c.Name == "app" {
+				assert.Regexp(t, `(?m)^env added:\s+NRI_SUITE_DEMO_DEVICE=null `, section)
+				assert.Regexp(t, `(?m)^devices:\s+`+regexp.QuoteMeta(demoDevice)+` at /dev/demo-null \(no NUMA node, (Healthy|Unknown)\)$`, section)
+			} else {
+				assert.NotContains(t, section, "devices:")
+			}
 			assert.Regexp(t, `cgroup:\s+kubepods/`, section)
 			if limit := c.Resources.Limits.Memory().Value(); limit > 0 {
 				assert.Regexp(t, `(?m)^memory limit:\s+`+regexp.QuoteMeta(formatMemoryLimit(strconv.FormatInt(limit, 10)))+"$", section)

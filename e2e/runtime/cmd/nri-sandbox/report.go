@@ -56,6 +56,8 @@ var probes = []probe{
 	{name: "env added", read: envAdded},
 	{name: "cpuset", read: cpusetInside},
 	{name: "placement", read: placement},
+	{name: "devices", read: devices},
+	{name: "seccomp", read: seccompMode},
 	{name: "memory limit", read: memoryLimit},
 }
 
@@ -238,4 +240,62 @@ func pluginRunning(sb *sandbox.Sandbox, name string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// devices shows the devices device-injector published for the container,
+// where they sit, and their health; nothing when it injected none.
+func devices(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+	records, err := state.ContainerDeviceRecords(sb.SharedDir())
+	if err != nil {
+		return "", err
+	}
+	rec, found, err := records.Read(c.cri.ID)
+	if err != nil || !found {
+		return "", err
+	}
+	healthRecords, err := state.ContainerHealthRecords(sb.SharedDir())
+	if err != nil {
+		return "", err
+	}
+	health := map[string]state.Health{}
+	if h, found, err := healthRecords.Read(c.cri.ID); err != nil {
+		return "", err
+	} else if found {
+		for _, r := range h.Resources {
+			health[r.ResourceID] = r.Health
+		}
+	}
+	var shown []string
+	for _, d := range rec.Devices {
+		h := health[d.Name]
+		if h == "" {
+			h = state.HealthUnknown
+		}
+		numa := "no NUMA node" // virtual devices, and every device on single-node machines
+		if d.NUMANode >= 0 {
+			numa = fmt.Sprintf("NUMA node %d", d.NUMANode)
+		}
+		shown = append(shown, fmt.Sprintf("%s at %s (%s, %s)", d.Name, d.Path, numa, h))
+	}
+	return strings.Join(shown, "; "), nil
+}
+
+// seccompModes names the Seccomp field of /proc/PID/status.
+var seccompModes = map[string]string{"0": "disabled", "1": "strict", "2": "filter"}
+
+// seccompMode shows whether the container's process runs under a seccomp
+// filter, read inside it.
+func seccompMode(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+	status, err := sb.ProcStatus(ctx, c.cri.ID)
+	if err != nil {
+		return "", err
+	}
+	mode, ok := status["Seccomp"]
+	if !ok {
+		return "", fmt.Errorf("no Seccomp field in /proc/1/status")
+	}
+	if name, ok := seccompModes[mode]; ok {
+		return fmt.Sprintf("%s (Seccomp: %s)", name, mode), nil
+	}
+	return "Seccomp: " + mode, nil
 }

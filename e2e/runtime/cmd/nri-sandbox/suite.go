@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+)
+
+// knownIdx is the NRI index of each suite plugin (see DESIGN.md: a plugin sees
+// the adjustments of lower indexes). Others get 50, 51, ...
+var knownIdx = map[string]string{
+	"device-injector": "10",
+	"sidecar-order":   "20",
+	"topology-aware":  "30",
+	"security":        "40",
+	"stats":           "90",
+}
+
+// knownArgs are the plugins' own flags. Whatever a plugin keeps on the node
+// goes to its directory in the run dir, never to the host's default
+// (/run/nri-suite/<plugin>), so that the sandbox leaves nothing behind.
+func knownArgs(name, runtime string) []string {
+	switch {
+	case name == "topology-aware":
+		return []string{"--state-dir", sandbox.PluginDir + "/state"}
+	case name == "security" && runtime == "crio":
+		// CRI-O v1.34's NRI predates validation: it refuses a plugin that
+		// subscribes to it.
+		return []string{"--validator=false"}
+	}
+	return nil
+}
+
+// The demo device: a CDI spec in the sandbox's spec directory that gives
+// /dev/null to containers as /dev/demo-null, with an env variable, so that
+// device-injector has something to inject on any machine.
+const (
+	demoDevice     = "nri-suite.io/demo=null"
+	demoDeviceSpec = `cdiVersion: 0.6.0
+kind: nri-suite.io/demo
+devices:
+  - name: "null"
+    containerEdits:
+      deviceNodes:
+        - path: /dev/demo-null
+          hostPath: /dev/null
+      env:
+        - NRI_SUITE_DEMO_DEVICE=null
+`
+)
+
+// writeDemoDevice installs the demo device's CDI spec in the sandbox.
+func writeDemoDevice(sb *sandbox.Sandbox) error {
+	path := filepath.Join(sb.CDISpecDir(), "nri-suite-demo.yaml")
+	if err := os.WriteFile(path, []byte(demoDeviceSpec), 0o644); err != nil {
+		return fmt.Errorf("writing the demo device's CDI spec: %w", err)
+	}
+	return nil
+}
+
+// sandboxConfig is the configuration a suite plugin gets in the sandbox
+// when --plugin-config names none: what it needs to find the sandbox's
+// paths and to live beside the other plugins; nil leaves the plugin's
+// defaults.
+func sandboxConfig(name string, sb *sandbox.Sandbox) []byte {
+	switch name {
+	case "device-injector":
+		return fmt.Appendf(nil, "spec-dirs: [%s]\n", sb.CDISpecDir())
+	case "security":
+		// The validator refuses devices other plugins add unless allowed:
+		// allow device-injector the demo device, by CDI name (runtime mode)
+		// and by its path in the container (plugin mode).
+		config := fmt.Sprintf("validator:\n  devices:\n    plugins: {device-injector: [%q, /dev/demo-null]}\n", demoDevice)
+		if sb.Runtime().Name() == "crio" {
+			// CRI-O v1.34 drops NRI seccomp policies; enforcing would
+			// refuse every unconfined container.
+			config += "rules:\n  seccomp: {mode: audit}\n"
+		}
+		return []byte(config)
+	}
+	return nil
+}
