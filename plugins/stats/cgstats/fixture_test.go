@@ -1,0 +1,153 @@
+package cgstats
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// files are a fixture tree: path below the cgroup root -> content.
+type files map[string]string
+
+func (f files) write(t *testing.T, root string) {
+	t.Helper()
+	for path, content := range f {
+		full := filepath.Join(root, path)
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(content), 0o644))
+	}
+}
+
+func (f files) with(changes files, without ...string) files {
+	out := maps.Clone(f)
+	maps.Copy(out, changes)
+	for _, k := range without {
+		delete(out, k)
+	}
+	return out
+}
+
+// readTime is when the fixture readers read.
+var readTime = time.Unix(1_700_000_000, 0)
+
+const container = "/kubepods/burstable/pod0d3e/ctr1"
+
+// The v1 files of container, in the kernel's formats, as recorded on a
+// hybrid 6.x host. Values: 5 s of CPU (3.5 s user, 1.5 s system at 100
+// ticks/s), 200 MiB used of which 50 MiB inactive file, memsw 210 MiB.
+func v1Files(name string) files {
+	return files{
+		"cpuacct/cpuacct.usage":                              "0\n", // the hierarchy marker Detect looks for
+		"memory/memory.memsw.usage_in_bytes":                 "0\n", // swap accounting on (OptionalSwap looks at the root)
+		"cpuacct" + name + "/cpuacct.usage":                  "5000000000\n",
+		"cpuacct" + name + "/cpuacct.stat":                   "user 350\nsystem 150\n",
+		"cpuacct" + name + "/cpuacct.usage_percpu":           "2500000000 2500000000 \n",
+		"cpu" + name + "/cpu.stat":                           "nr_periods 40\nnr_throttled 7\nthrottled_time 123000000\nnr_bursts 0\nburst_time 0\n",
+		"cpu" + name + "/cpu.shares":                         "512\n",
+		"cpu" + name + "/cpu.cfs_quota_us":                   "50000\n",
+		"cpu" + name + "/cpu.cfs_period_us":                  "100000\n",
+		"memory" + name + "/memory.stat":                     v1MemoryStat,
+		"memory" + name + "/memory.oom_control":              "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
+		"memory" + name + "/memory.usage_in_bytes":           "209715200\n",
+		"memory" + name + "/memory.max_usage_in_bytes":       "262144000\n",
+		"memory" + name + "/memory.failcnt":                  "9\n",
+		"memory" + name + "/memory.limit_in_bytes":           "268435456\n",
+		"memory" + name + "/memory.memsw.usage_in_bytes":     "220200960\n",
+		"memory" + name + "/memory.memsw.max_usage_in_bytes": "220200960\n",
+		"memory" + name + "/memory.memsw.failcnt":            "0\n",
+		"memory" + name + "/memory.memsw.limit_in_bytes":     "9223372036854771712\n",
+		"memory" + name + "/cgroup.procs":                    "101\n102\n",
+		"pids" + name + "/pids.current":                      "5\n",
+		"pids" + name + "/pids.max":                          "max\n",
+		"cpuset" + name + "/cpuset.cpus":                     "0-1\n",
+		"cpuset" + name + "/cpuset.mems":                     "0\n",
+	}
+}
+
+const v1MemoryStat = `cache 62914560
+rss 136314880
+rss_huge 0
+shmem 0
+mapped_file 4194304
+dirty 0
+writeback 0
+pgpgin 100
+pgpgout 10
+pgfault 1000
+pgmajfault 1
+inactive_anon 0
+active_anon 136314880
+inactive_file 52428800
+active_file 10485760
+unevictable 0
+hierarchical_memory_limit 268435456
+hierarchical_memsw_limit 9223372036854771712
+total_cache 62914560
+total_rss 136314880
+total_rss_huge 0
+total_shmem 0
+total_mapped_file 4194304
+total_dirty 0
+total_writeback 0
+total_pgpgin 100
+total_pgpgout 10
+total_pgfault 1000
+total_pgmajfault 1
+total_inactive_anon 0
+total_active_anon 136314880
+total_inactive_file 52428800
+total_active_file 10485760
+total_unevictable 0
+`
+
+// The hybrid host's controller-less v2 side: PSI only.
+func unifiedFiles(name string) files {
+	return files{
+		"unified/cgroup.controllers":          "",
+		"unified" + name + "/cpu.stat":        "usage_usec 5000000\nuser_usec 3500000\nsystem_usec 1500000\n",
+		"unified" + name + "/cpu.pressure":    "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n",
+		"unified" + name + "/memory.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=300\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n",
+		"unified" + name + "/io.pressure":     "some avg10=0.00 avg60=0.00 avg300=0.00 total=40000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=30000\n",
+	}
+}
+
+// The v2 files of container with the same usage as v1Files.
+func v2Files(name string) files {
+	d := name[1:] + "/"
+	return files{
+		"cgroup.controllers":        "cpuset cpu io memory pids\n",
+		d + "cpu.stat":              "usage_usec 5000000\nuser_usec 3500000\nsystem_usec 1500000\nnr_periods 40\nnr_throttled 7\nthrottled_usec 123000\nnr_bursts 0\nburst_usec 0\n",
+		d + "cpu.max":               "50000 100000\n",
+		d + "cpu.weight":            "20\n",
+		d + "cpu.pressure":          "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n",
+		d + "memory.current":        "209715200\n",
+		d + "memory.max":            "268435456\n",
+		d + "memory.peak":           "262144000\n",
+		d + "memory.swap.current":   "10485760\n",
+		d + "memory.stat":           "anon 136314880\nfile 62914560\nfile_mapped 4194304\ninactive_file 52428800\nactive_file 10485760\n",
+		d + "memory.events":         "low 0\nhigh 0\nmax 9\noom 4\noom_kill 3\noom_group_kill 0\n",
+		d + "memory.pressure":       "some avg10=0.00 avg60=0.00 avg300=0.00 total=300\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n",
+		d + "io.pressure":           "some avg10=0.00 avg60=0.00 avg300=0.00 total=40000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=30000\n",
+		d + "pids.current":          "5\n",
+		d + "pids.max":              "max\n",
+		d + "cgroup.procs":          "101\n102\n",
+		d + "cpuset.cpus.effective": "0-1\n",
+		d + "cpuset.mems.effective": "0\n",
+	}
+}
+
+func readerFor(t *testing.T, tree files) (*Reader, string) {
+	t.Helper()
+	root := t.TempDir()
+	tree.write(t, root)
+	layout, err := Detect(root)
+	require.NoError(t, err)
+	r, err := NewReader(layout, Options{Swap: true, SpecMaxAge: DefaultSpecMaxAge})
+	require.NoError(t, err)
+	r.now = func() time.Time { return readTime }
+	return r, root
+}

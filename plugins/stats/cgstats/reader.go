@@ -1,0 +1,137 @@
+package cgstats
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrNotFound is returned for a cgroup that does not exist (any more): the
+// container was removed, possibly while it was being read.
+var ErrNotFound = errors.New("cgroup not found")
+
+// DefaultSpecMaxAge is how long a spec is reused by default: an update of a
+// container's limits or cpuset shows within it.
+const DefaultSpecMaxAge = 30 * time.Second
+
+// Options tune what a Reader reads.
+type Options struct {
+	// Swap reads v1's memory.memsw.* files (4 per cgroup): worth it only on
+	// a host with swap on (see SwapActive); without, swap is reported as 0.
+	Swap bool
+	// SpecMaxAge is how long a cgroup's CPU spec (v1 cpu.shares and CFS
+	// files, v2 cpu.max and cpu.weight) and cpuset, which change only when
+	// the container is updated, are reused from its previous sample before
+	// they are read again; 0 reads them every time.
+	SpecMaxAge time.Duration
+}
+
+// Reader reads samples from the cgroups of one Layout. It is safe for
+// concurrent use.
+type Reader struct {
+	layout Layout
+	opts   Options
+	v1     *v1Reader // nil on ModeV2
+	now    func() time.Time
+}
+
+// NewReader returns a reader of the cgroups under layout.
+func NewReader(layout Layout, opts Options) (*Reader, error) {
+	r := &Reader{layout: layout, opts: opts, now: time.Now}
+	switch layout.Mode {
+	case ModeV1, ModeHybrid:
+		r.v1 = newV1Reader(layout.Root, opts.Swap)
+	case ModeV2:
+	default:
+		return nil, fmt.Errorf("creating cgroup reader: mode %q, expected v1, hybrid or v2", layout.Mode)
+	}
+	return r, nil
+}
+
+// Layout is the reader's layout.
+func (r *Reader) Layout() Layout { return r.layout }
+
+// Read samples the cgroup name (a path below the hierarchy roots, see Name).
+// prev, the cgroup's previous sample if any, lends its spec and cpuset
+// while they are younger than Options.SpecMaxAge. Read returns what could
+// be read: err joins one error per file group that failed, and is
+// ErrNotFound when the cgroup does not exist, or vanished during the read.
+func (r *Reader) Read(name string, prev *Sample) (Sample, error) {
+	var s Sample
+	now := r.now()
+	reuse := prev != nil && !prev.SpecAt.IsZero() && now.Sub(prev.SpecAt) < r.opts.SpecMaxAge
+	if reuse {
+		s.Spec, s.CPUSet, s.SpecAt = prev.Spec, prev.CPUSet, prev.SpecAt
+		s.Spec.HasMemory, s.Spec.MemoryLimit = false, 0 // read with the memory group
+	} else {
+		s.SpecAt = now
+	}
+	var err error
+	switch r.layout.Mode {
+	case ModeV2:
+		err = readV2(r.layout.Unified, name, &s, !reuse)
+	case ModeHybrid:
+		err = r.v1.read(name, &s, !reuse)
+		if !errors.Is(err, ErrNotFound) {
+			// The v2 side of a hybrid host has no controllers: only PSI.
+			err = errors.Join(err, readPressure(filepath.Join(r.layout.Unified, name), &s.Pressure))
+		}
+	default:
+		err = r.v1.read(name, &s, !reuse)
+	}
+	return s, err
+}
+
+// SwapActive reports whether the host has swap on, from /proc/swaps (a
+// header line, then one line per swap area).
+func SwapActive(procSwaps string) (bool, error) {
+	data, err := os.ReadFile(procSwaps)
+	if err != nil {
+		return false, fmt.Errorf("checking for swap: %w", err)
+	}
+	return len(strings.Split(strings.TrimSpace(string(data)), "\n")) > 1, nil
+}
+
+// errorList collects the errors the library hands its error handlers, which
+// it calls from one goroutine per controller. A missing file is not an
+// error: the kernel does not provide it there (pids.current in the root
+// cgroup), or the cgroup is going away, which the caller checks.
+type errorList struct {
+	mu      sync.Mutex
+	errs    []error
+	missing bool
+}
+
+func (l *errorList) handle(err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if notExist(err) {
+		l.missing = true
+	} else {
+		l.errs = append(l.errs, err)
+	}
+	return nil // keep the rest of the sample
+}
+
+func (l *errorList) join() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return errors.Join(l.errs...)
+}
+
+// vanished turns err into ErrNotFound when dir is gone: a read that failed
+// because the container went away is not a broken file.
+func vanished(dir string, err error) error {
+	if err != nil && !exists(dir) {
+		return fmt.Errorf("%w: %s", ErrNotFound, dir)
+	}
+	return err
+}
+
+// notExist reports whether err says a file is missing.
+func notExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -1,0 +1,272 @@
+package cgstats
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// wantSample is what both v1Files and v2Files hold.
+func wantSample(shares uint64) Sample {
+	return Sample{
+		CPU: &CPU{UsageNs: 5e9, UserNs: 3.5e9, SystemNs: 1.5e9, Periods: 40, ThrottledPeriods: 7, ThrottledNs: 123e6},
+		Memory: &Memory{Usage: 200 << 20, MaxUsage: 250 << 20, WorkingSet: 150 << 20, RSS: 130 << 20, Cache: 60 << 20,
+			MappedFile: 4 << 20, Swap: 10 << 20, Failcnt: 9, OOMKills: 3},
+		Pids:   &Pids{Processes: 2, Threads: 5, ThreadsMax: 0},
+		Spec:   Spec{HasCPU: true, CPUShares: shares, CPUQuota: 50000, CPUPeriod: 100000, HasMemory: true, MemoryLimit: 256 << 20},
+		CPUSet: &CPUSet{CPUs: "0-1", Mems: "0"},
+		SpecAt: readTime,
+	}
+}
+
+var wantPressure = Pressure{CPU: &PSI{SomeUsec: 2e6, FullUsec: 1e6}, Memory: &PSI{SomeUsec: 300, FullUsec: 200}, IO: &PSI{SomeUsec: 40000, FullUsec: 30000}}
+
+func TestReadsEveryLayout(t *testing.T) {
+	v1 := wantSample(512)
+	hybrid := wantSample(512)
+	hybrid.Pressure = wantPressure
+	v2 := wantSample(500) // cpu.weight 20 is 500 shares: 2 + (20-1)*262142/9999
+	v2.Pressure = wantPressure
+	for _, tc := range []struct {
+		name string
+		tree files
+		mode Mode
+		want Sample
+	}{
+		{"v1", v1Files(container), ModeV1, v1},
+		{"hybrid", v1Files(container).with(unifiedFiles(container)), ModeHybrid, hybrid},
+		{"v2", v2Files(container), ModeV2, v2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, tc.tree)
+			assert.Equal(t, tc.mode, r.Layout().Mode)
+			got, err := r.Read(container, nil)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestWorkingSetIsClampedAtZero(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tree files
+	}{
+		{"v1", v1Files(container).with(files{"memory" + container + "/memory.usage_in_bytes": "1048576\n"})},
+		{"v2", v2Files(container).with(files{container[1:] + "/memory.current": "1048576\n"})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, tc.tree)
+			got, err := r.Read(container, nil)
+			require.NoError(t, err)
+			require.NotNil(t, got.Memory)
+			assert.Equal(t, uint64(1<<20), got.Memory.Usage)
+			assert.Zero(t, got.Memory.WorkingSet, "usage 1 MiB below 50 MiB of inactive file")
+		})
+	}
+}
+
+// A counter that goes down (the cgroup was recreated under the same name)
+// is reported as read: Prometheus' rate() handles the reset.
+func TestCountersThatResetAreReportedAsRead(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tree  files
+		reset files
+	}{
+		{"v1", v1Files(container), files{"cpuacct" + container + "/cpuacct.usage": "1000\n",
+			"memory" + container + "/memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"}},
+		{"v2", v2Files(container), files{container[1:] + "/cpu.stat": "usage_usec 1\nuser_usec 1\nsystem_usec 0\n",
+			container[1:] + "/memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, root := readerFor(t, tc.tree)
+			before, err := r.Read(container, nil)
+			require.NoError(t, err)
+			tc.reset.write(t, root)
+			after, err := r.Read(container, nil)
+			require.NoError(t, err)
+			assert.Equal(t, uint64(5e9), before.CPU.UsageNs)
+			assert.Equal(t, uint64(1000), after.CPU.UsageNs)
+			assert.Equal(t, uint64(3), before.Memory.OOMKills)
+			assert.Zero(t, after.Memory.OOMKills)
+		})
+	}
+}
+
+// Missing files leave their group out without an error: the kernel does
+// not provide them there (pids in the root cgroup, PSI when disabled).
+func TestMissingFilesLeaveTheirGroupOut(t *testing.T) {
+	d := container[1:]
+	for _, tc := range []struct {
+		name  string
+		tree  files
+		check func(t *testing.T, s Sample)
+	}{
+		{"v1 no pids files", v1Files(container).with(nil, "pids"+container+"/pids.current", "pids"+container+"/pids.max"),
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Pids); assert.NotNil(t, s.Memory) }},
+		{"v1 no oom_control", v1Files(container).with(nil, "memory"+container+"/memory.oom_control"),
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Memory, "memory is incomplete"); assert.NotNil(t, s.CPU) }},
+		{"v1 no cpuset", v1Files(container).with(nil, "cpuset"+container+"/cpuset.cpus", "cpuset"+container+"/cpuset.mems"),
+			func(t *testing.T, s Sample) { assert.Nil(t, s.CPUSet); assert.NotNil(t, s.CPU) }},
+		{"hybrid no memory.pressure", v1Files(container).with(unifiedFiles(container)).with(nil, "unified"+container+"/memory.pressure"),
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Pressure.Memory); assert.NotNil(t, s.Pressure.CPU) }},
+		{"v2 no memory controller", v2Files(container).with(nil, d+"/memory.current", d+"/memory.stat"),
+			func(t *testing.T, s Sample) {
+				assert.Nil(t, s.Memory)
+				assert.False(t, s.Spec.HasMemory)
+				assert.NotNil(t, s.CPU)
+			}},
+		{"v2 no cpu.max", v2Files(container).with(nil, d+"/cpu.max"),
+			func(t *testing.T, s Sample) { assert.False(t, s.Spec.HasCPU); assert.NotNil(t, s.CPU) }},
+		{"v2 no PSI", v2Files(container).with(nil, d+"/cpu.pressure", d+"/memory.pressure", d+"/io.pressure"),
+			func(t *testing.T, s Sample) { assert.Equal(t, Pressure{}, s.Pressure) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, tc.tree)
+			got, err := r.Read(container, nil)
+			require.NoError(t, err)
+			tc.check(t, got)
+		})
+	}
+}
+
+// A malformed file fails its group, with an error naming the file; the
+// other groups are still read.
+func TestMalformedFilesFailOnlyTheirGroup(t *testing.T) {
+	d := container[1:]
+	for _, tc := range []struct {
+		name    string
+		tree    files
+		wantErr string
+		check   func(t *testing.T, s Sample)
+	}{
+		{"v1 cpuacct.usage", v1Files(container).with(files{"cpuacct" + container + "/cpuacct.usage": "many\n"}), "many",
+			func(t *testing.T, s Sample) { assert.Nil(t, s.CPU); assert.NotNil(t, s.Memory) }},
+		{"v1 memory.stat", v1Files(container).with(files{"memory" + container + "/memory.stat": "cache\n"}), "memory",
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Memory); assert.NotNil(t, s.CPU) }},
+		{"v1 cpu.shares", v1Files(container).with(files{"cpu" + container + "/cpu.shares": "lots\n"}), "cpu.shares",
+			func(t *testing.T, s Sample) { assert.False(t, s.Spec.HasCPU); assert.NotNil(t, s.CPU) }},
+		{"v2 cpu.stat", v2Files(container).with(files{d + "/cpu.stat": "usage_usec x\n"}), "cpu.stat",
+			func(t *testing.T, s Sample) { assert.Nil(t, s.CPU); assert.NotNil(t, s.Memory) }},
+		{"v2 memory.stat", v2Files(container).with(files{d + "/memory.stat": "anon\n"}), "memory.stat",
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Memory); assert.NotNil(t, s.CPU) }},
+		{"v2 cpu.max", v2Files(container).with(files{d + "/cpu.max": "half\n"}), `cpu.max "half"`,
+			func(t *testing.T, s Sample) { assert.False(t, s.Spec.HasCPU); assert.NotNil(t, s.Memory) }},
+		{"hybrid memory.pressure", v1Files(container).with(unifiedFiles(container)).with(files{"unified" + container + "/memory.pressure": "some avg10=1\n"}), "total=",
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Pressure.Memory); assert.NotNil(t, s.Memory) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, tc.tree)
+			got, err := r.Read(container, nil)
+			require.Error(t, err)
+			assert.NotErrorIs(t, err, ErrNotFound)
+			assert.ErrorContains(t, err, tc.wantErr)
+			tc.check(t, got)
+		})
+	}
+}
+
+func TestUnreadableFileIsAnError(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// root reads a mode-000 file; a directory in the file's place fails for everyone.
+		t.Log("running as root: using a directory in place of the file")
+	}
+	r, root := readerFor(t, v2Files(container))
+	path := filepath.Join(root, container[1:], "cpu.weight")
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Mkdir(path, 0o755))
+	got, err := r.Read(container, nil)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "cpu.weight")
+	assert.False(t, got.Spec.HasCPU)
+	assert.NotNil(t, got.CPU)
+}
+
+func TestMissingCgroupIsNotFound(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tree files
+	}{
+		{"v1", v1Files(container)},
+		{"hybrid", v1Files(container).with(unifiedFiles(container))},
+		{"v2", v2Files(container)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, tc.tree)
+			_, err := r.Read("/kubepods/burstable/pod0d3e/gone", nil)
+			assert.ErrorIs(t, err, ErrNotFound)
+		})
+	}
+}
+
+func TestDetect(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tree    files
+		want    Mode
+		unified string
+	}{
+		{"v1", files{"memory/memory.stat": ""}, ModeV1, ""},
+		{"hybrid", files{"cpuacct/cpuacct.usage": "", "unified/cgroup.controllers": ""}, ModeHybrid, "unified"},
+		{"v2", files{"cgroup.controllers": ""}, ModeV2, "."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			tc.tree.write(t, root)
+			got, err := Detect(root)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got.Mode)
+			if tc.unified != "" {
+				assert.Equal(t, filepath.Join(root, tc.unified), got.Unified)
+			} else {
+				assert.Empty(t, got.Unified)
+			}
+		})
+	}
+	_, err := Detect(t.TempDir())
+	assert.ErrorContains(t, err, "neither cgroup.controllers")
+}
+
+// The CPU spec and cpuset change only with an update: they are reused from
+// the previous sample until it is SpecMaxAge old; the rest is read each time.
+func TestSpecIsReusedUntilItIsOld(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tree   files
+		shares uint64
+		update files
+	}{
+		{"v1", v1Files(container), 2048, files{"cpu" + container + "/cpu.shares": "2048\n", "cpuset" + container + "/cpuset.cpus": "1\n",
+			"cpuacct" + container + "/cpuacct.usage": "6000000000\n", "memory" + container + "/memory.limit_in_bytes": "134217728\n"}},
+		// The kubelet's 2048 shares are weight 79, which is 2046 shares back.
+		{"v2", v2Files(container), 2046, files{container[1:] + "/cpu.weight": "79\n", container[1:] + "/cpuset.cpus.effective": "1\n",
+			container[1:] + "/cpu.stat": "usage_usec 6000000\n", container[1:] + "/memory.max": "134217728\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, root := readerFor(t, tc.tree)
+			first, err := r.Read(container, nil)
+			require.NoError(t, err)
+			tc.update.write(t, root)
+
+			r.now = func() time.Time { return readTime.Add(DefaultSpecMaxAge - time.Second) }
+			young, err := r.Read(container, &first)
+			require.NoError(t, err)
+			assert.Equal(t, uint64(6e9), young.CPU.UsageNs, "usage is read every time")
+			assert.Equal(t, uint64(128<<20), young.Spec.MemoryLimit, "the memory limit comes with the memory group")
+			assert.Equal(t, first.Spec.CPUShares, young.Spec.CPUShares, "shares reused")
+			assert.Equal(t, "0-1", young.CPUSet.CPUs, "cpuset reused")
+			assert.Equal(t, readTime, young.SpecAt)
+
+			r.now = func() time.Time { return readTime.Add(DefaultSpecMaxAge) }
+			old, err := r.Read(container, &young)
+			require.NoError(t, err)
+			assert.Equal(t, tc.shares, old.Spec.CPUShares, "shares read again")
+			assert.Equal(t, "1", old.CPUSet.CPUs, "cpuset read again")
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package cgstats
+
+import "time"
+
+// Sample is one cgroup's usage and limits at one moment, in cAdvisor's
+// terms. A nil group was not readable (or its controller is absent) and is
+// not reported.
+type Sample struct {
+	CPU      *CPU
+	Memory   *Memory
+	Pids     *Pids
+	Spec     Spec
+	CPUSet   *CPUSet
+	Pressure Pressure
+	// SpecAt is when the CPU spec and the cpuset were read.
+	SpecAt time.Time
+}
+
+// CPU is cumulative CPU time, in nanoseconds, and CFS throttling.
+type CPU struct {
+	UsageNs, UserNs, SystemNs uint64
+	Periods, ThrottledPeriods uint64
+	ThrottledNs               uint64
+}
+
+// Memory is in bytes, except the counters Failcnt and OOMKills.
+type Memory struct {
+	Usage    uint64 `json:"usageBytes"`
+	MaxUsage uint64 `json:"maxUsageBytes"`
+	// WorkingSet is Usage minus the inactive file cache, clamped at 0: what
+	// the kubelet evicts on and metrics-server reports.
+	WorkingSet uint64 `json:"workingSetBytes"`
+	RSS        uint64 `json:"rssBytes"`
+	Cache      uint64 `json:"cacheBytes"`
+	MappedFile uint64 `json:"mappedFileBytes"`
+	Swap       uint64 `json:"swapBytes"`
+	// Failcnt is how often usage hit the limit (v1 memory.failcnt, v2
+	// memory.events max).
+	Failcnt uint64 `json:"failcnt"`
+	// OOMKills counts processes the OOM killer killed in this cgroup (v1
+	// memory.oom_control oom_kill, v2 memory.events oom_kill).
+	OOMKills uint64 `json:"oomKills"`
+}
+
+// Pids are the cgroup's processes and threads (tasks).
+type Pids struct {
+	Processes uint64 `json:"processes"`
+	Threads   uint64 `json:"threads"`
+	// ThreadsMax is the pids limit, 0 when unlimited.
+	ThreadsMax uint64 `json:"threadsMax"`
+}
+
+// Spec are the cgroup's CPU and memory limits, as cAdvisor reports them.
+type Spec struct {
+	HasCPU bool `json:"-"`
+	// CPUShares is cpu.shares (v1), or cpu.weight converted to shares (v2).
+	CPUShares uint64 `json:"cpuShares,omitempty"`
+	// CPUQuota is in microseconds per CPUPeriod; 0 when unlimited.
+	CPUQuota  uint64 `json:"cpuQuotaMicros,omitempty"`
+	CPUPeriod uint64 `json:"cpuPeriodMicros,omitempty"`
+	HasMemory bool   `json:"-"`
+	// MemoryLimit is in bytes; 0 when unlimited.
+	MemoryLimit uint64 `json:"memoryLimitBytes,omitempty"`
+}
+
+// CPUSet is where the cgroup may run: kernel list syntax.
+type CPUSet struct {
+	CPUs, Mems string
+}
+
+// Pressure is the cgroup's PSI, where the kernel has it.
+type Pressure struct {
+	CPU, Memory, IO *PSI
+}
+
+// PSI are the cumulative stall times of one resource, in microseconds:
+// Some is time at least one task waited, Full time all tasks stalled.
+type PSI struct {
+	SomeUsec, FullUsec uint64
+}

@@ -1,0 +1,197 @@
+package cgstats
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	v1stats "github.com/containerd/cgroups/v3/cgroup1/stats"
+)
+
+// v1Reader reads the v1 controllers, each group of controllers through its
+// own cgroup1 handle, so that a failing file is attributed to its group and
+// the other groups are still reported.
+type v1Reader struct {
+	root                          string
+	cpu, memory, pids             cgroup1.InitOpts
+	cpuDir, cpuacctDir, cpusetDir string
+	memoryDir, pidsDir            string
+}
+
+func newV1Reader(root string, swap bool) *v1Reader {
+	r := &v1Reader{
+		root:       root,
+		cpuDir:     filepath.Join(root, string(cgroup1.Cpu)),
+		cpuacctDir: filepath.Join(root, string(cgroup1.Cpuacct)),
+		cpusetDir:  filepath.Join(root, string(cgroup1.Cpuset)),
+		memoryDir:  filepath.Join(root, string(cgroup1.Memory)),
+		pidsDir:    filepath.Join(root, string(cgroup1.Pids)),
+	}
+	// Kernel memory is not reported; swap only when asked and accounted.
+	ignored := []string{"kmem", "kmem.tcp"}
+	if !swap {
+		ignored = append(ignored, "memsw")
+	}
+	memory := cgroup1.NewMemory(root, cgroup1.OptionalSwap(), cgroup1.IgnoreModules(ignored...))
+	r.cpu = hierarchy(cgroup1.NewCpu(root), cgroup1.NewCpuacct(root))
+	r.memory = hierarchy(memory)
+	r.pids = hierarchy(cgroup1.NewPids(root))
+	return r
+}
+
+func hierarchy(subsystems ...cgroup1.Subsystem) cgroup1.InitOpts {
+	return cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subsystems, nil })
+}
+
+// group is what one cgroup1 handle read.
+type group struct {
+	metrics *v1stats.Metrics
+	cg      cgroup1.Cgroup
+	found   bool // the cgroup exists in one of the group's controllers
+	// complete: every file was read, so the metrics can be reported.
+	complete bool
+	err      error
+}
+
+// stat loads name in the controllers of opts and reads their metrics. A
+// group with a missing file is incomplete and left out, without an error;
+// if the cgroup's directory is gone, err is ErrNotFound.
+func (r *v1Reader) stat(name string, opts cgroup1.InitOpts, dir string) group {
+	cg, err := cgroup1.Load(cgroup1.StaticPath(name), opts)
+	if errors.Is(err, cgroup1.ErrCgroupDeleted) {
+		return group{}
+	}
+	if err != nil {
+		return group{err: fmt.Errorf("loading v1 cgroup %s: %w", name, err)}
+	}
+	var errs errorList
+	m, err := cg.Stat(errs.handle)
+	g := group{metrics: m, cg: cg, found: true, err: errors.Join(err, errs.join())}
+	if errs.missing && !exists(dir) {
+		g.err = fmt.Errorf("%w: %s vanished while it was read", ErrNotFound, dir)
+	}
+	g.complete = g.err == nil && !errs.missing && m != nil
+	return g
+}
+
+// read fills s; spec says whether to read the CPU spec and the cpuset.
+func (r *v1Reader) read(name string, s *Sample, spec bool) error {
+	var errs []error
+	fail := func(what string, err error) { errs = append(errs, fmt.Errorf("%s: %w", what, err)) }
+
+	cpu := r.stat(name, r.cpu, filepath.Join(r.cpuacctDir, name))
+	if cpu.err != nil {
+		fail("cpu and cpuacct "+name, cpu.err)
+	}
+	if cpu.complete && cpu.metrics.CPU != nil {
+		c := cpu.metrics.CPU
+		s.CPU = &CPU{
+			UsageNs: c.Usage.Total, UserNs: c.Usage.User, SystemNs: c.Usage.Kernel,
+			Periods: c.Throttling.Periods, ThrottledPeriods: c.Throttling.ThrottledPeriods,
+			ThrottledNs: c.Throttling.ThrottledTime,
+		}
+	}
+	if cpu.found && spec {
+		if err := r.cpuSpec(name, &s.Spec); err != nil && !notExist(err) {
+			fail("cpu spec", vanished(filepath.Join(r.cpuDir, name), err))
+		}
+	}
+
+	memDir := filepath.Join(r.memoryDir, name)
+	mem := r.stat(name, r.memory, memDir)
+	if mem.err != nil {
+		fail("memory "+memDir, mem.err)
+	}
+	if mem.complete && mem.metrics.Memory != nil {
+		s.Memory = v1Memory(mem.metrics)
+		s.Spec.HasMemory, s.Spec.MemoryLimit = true, limitOrZero(mem.metrics.Memory.Usage.Limit)
+	}
+
+	pidsDir := filepath.Join(r.pidsDir, name)
+	pids := r.stat(name, r.pids, pidsDir)
+	if pids.err != nil {
+		fail("pids "+pidsDir, pids.err)
+	}
+	if pids.complete && pids.metrics.Pids != nil && mem.found {
+		procs, err := mem.cg.Processes(cgroup1.Memory, false)
+		if err != nil {
+			fail("processes", vanished(memDir, err))
+		} else {
+			s.Pids = &Pids{Processes: uint64(len(procs)), Threads: pids.metrics.Pids.Current, ThreadsMax: limitOrZero(pids.metrics.Pids.Limit)}
+		}
+	}
+
+	cpusetDir := filepath.Join(r.cpusetDir, name)
+	if !spec {
+		// reused from the previous sample
+	} else if set, err := readCPUSet(filepath.Join(cpusetDir, "cpuset.cpus"), filepath.Join(cpusetDir, "cpuset.mems")); err == nil {
+		s.CPUSet = set
+	} else if !notExist(err) {
+		fail("cpuset", vanished(cpusetDir, err))
+	}
+
+	if !cpu.found && !mem.found && !pids.found {
+		return fmt.Errorf("%w: %s in the v1 controllers under %s", ErrNotFound, name, r.root)
+	}
+	return errors.Join(errs...)
+}
+
+// v1Memory reads memory as cAdvisor does on a v1 host with use_hierarchy:
+// the total_* counters of memory.stat include the descendants, as the usage
+// does.
+func v1Memory(m *v1stats.Metrics) *Memory {
+	st := m.Memory
+	mem := &Memory{
+		Usage: st.Usage.Usage, MaxUsage: st.Usage.Max, Failcnt: st.Usage.Failcnt,
+		RSS: st.TotalRSS, Cache: st.TotalCache, MappedFile: st.TotalMappedFile,
+		WorkingSet: workingSet(st.Usage.Usage, st.TotalInactiveFile),
+	}
+	// memory.memsw counts memory plus swap.
+	if st.Swap.Usage > st.Usage.Usage {
+		mem.Swap = st.Swap.Usage - st.Usage.Usage
+	}
+	if m.MemoryOomControl != nil {
+		mem.OOMKills = m.MemoryOomControl.OomKill
+	}
+	return mem
+}
+
+func workingSet(usage, inactiveFile uint64) uint64 {
+	if inactiveFile > usage {
+		return 0
+	}
+	return usage - inactiveFile
+}
+
+// cpuSpec reads the CFS settings the library does not report.
+func (r *v1Reader) cpuSpec(name string, spec *Spec) error {
+	dir := filepath.Join(r.cpuDir, name)
+	shares, err := readInt(filepath.Join(dir, "cpu.shares"))
+	if err != nil {
+		return fmt.Errorf("cpu spec: %w", err)
+	}
+	quota, err := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
+	if err != nil {
+		return fmt.Errorf("cpu spec: %w", err)
+	}
+	period, err := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
+	if err != nil {
+		return fmt.Errorf("cpu spec: %w", err)
+	}
+	spec.HasCPU, spec.CPUShares, spec.CPUPeriod = true, uint64(max(shares, 0)), uint64(max(period, 0))
+	spec.CPUQuota = uint64(max(quota, 0)) // -1: unlimited
+	return nil
+}
+
+func readCPUSet(cpusFile, memsFile string) (*CPUSet, error) {
+	cpus, err := readTrimmed(cpusFile)
+	if err != nil {
+		return nil, err
+	}
+	mems, err := readTrimmed(memsFile)
+	if err != nil {
+		return nil, err
+	}
+	return &CPUSet{CPUs: cpus, Mems: mems}, nil
+}

@@ -1,0 +1,154 @@
+package cgstats
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/containerd/cgroups/v3/cgroup2"
+	v2stats "github.com/containerd/cgroups/v3/cgroup2/stats"
+)
+
+// readV2 reads the cgroup name of the v2 hierarchy at mount; spec says
+// whether to read the CPU spec and the cpuset.
+func readV2(mount, name string, s *Sample, spec bool) error {
+	dir := filepath.Join(mount, name)
+	if !exists(dir) {
+		return fmt.Errorf("%w: %s", ErrNotFound, dir)
+	}
+	m, err := cgroup2.Load(name, cgroup2.WithMountpoint(mount))
+	if err != nil {
+		return fmt.Errorf("loading v2 cgroup %s: %w", dir, err)
+	}
+	var errs []error
+	// The library reads a missing file as zero: a group is only read where
+	// its main file exists (memory.current is absent in the root cgroup, and
+	// wherever the memory controller is not enabled).
+	stat := func(what, mainFile string, mask cgroup2.StatMask) *v2stats.Metrics {
+		if !exists(filepath.Join(dir, mainFile)) {
+			return nil
+		}
+		st, err := m.StatFiltered(mask)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, vanished(dir, err)))
+			return nil
+		}
+		return st
+	}
+
+	if st := stat("cpu", "cpu.stat", cgroup2.StatCPU); st != nil && st.CPU != nil {
+		c := st.CPU
+		s.CPU = &CPU{
+			UsageNs: c.UsageUsec * 1000, UserNs: c.UserUsec * 1000, SystemNs: c.SystemUsec * 1000,
+			Periods: c.NrPeriods, ThrottledPeriods: c.NrThrottled, ThrottledNs: c.ThrottledUsec * 1000,
+		}
+		s.Pressure.CPU = psi(st.CPU.PSI)
+	}
+	if st := stat("io", "io.pressure", cgroup2.StatIO); st != nil && st.Io != nil {
+		s.Pressure.IO = psi(st.Io.PSI)
+	}
+
+	if st := stat("memory", "memory.current", cgroup2.StatMemory|cgroup2.StatMemoryEvents); st != nil && st.Memory != nil {
+		mem := st.Memory
+		s.Memory = &Memory{
+			Usage: mem.Usage, MaxUsage: mem.MaxUsage, WorkingSet: workingSet(mem.Usage, mem.InactiveFile),
+			RSS: mem.Anon, Cache: mem.File, MappedFile: mem.FileMapped, Swap: mem.SwapUsage,
+		}
+		if ev := st.MemoryEvents; ev != nil {
+			s.Memory.Failcnt, s.Memory.OOMKills = ev.Max, ev.OomKill
+		}
+		s.Spec.HasMemory, s.Spec.MemoryLimit = true, limitOrZero(mem.UsageLimit)
+		s.Pressure.Memory = psi(mem.PSI)
+	}
+	if st := stat("pids", "pids.current", cgroup2.StatPids); st != nil && st.Pids != nil {
+		procs, err := m.Procs(false)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("processes: %w", vanished(dir, err)))
+		} else {
+			s.Pids = &Pids{Processes: uint64(len(procs)), Threads: st.Pids.Current, ThreadsMax: limitOrZero(st.Pids.Limit)}
+		}
+	}
+	if spec {
+		if err := v2CPUSpec(dir, &s.Spec); err != nil {
+			errs = append(errs, vanished(dir, err))
+		}
+		// The effective sets: cpuset.cpus is empty in a cgroup that inherits.
+		if set, err := readCPUSet(filepath.Join(dir, "cpuset.cpus.effective"), filepath.Join(dir, "cpuset.mems.effective")); err == nil {
+			s.CPUSet = set
+		} else if !notExist(err) {
+			errs = append(errs, vanished(dir, err))
+		}
+	}
+	if !exists(dir) {
+		return fmt.Errorf("%w: %s vanished while it was read", ErrNotFound, dir)
+	}
+	return errors.Join(errs...)
+}
+
+// v2CPUSpec reads cpu.max and cpu.weight; both are absent where the cpu
+// controller is not enabled, which is no error.
+func v2CPUSpec(dir string, spec *Spec) error {
+	raw, err := readTrimmed(filepath.Join(dir, "cpu.max"))
+	if notExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cpu spec: %w", err)
+	}
+	quota, period, err := ParseCPUMax(raw)
+	if err != nil {
+		return fmt.Errorf("cpu spec in %s: %w", dir, err)
+	}
+	weight, err := readInt(filepath.Join(dir, "cpu.weight"))
+	if err != nil {
+		return fmt.Errorf("cpu spec: %w", err)
+	}
+	shares, err := WeightToShares(uint64(max(weight, 0)))
+	if err != nil {
+		return fmt.Errorf("cpu spec in %s: %w", dir, err)
+	}
+	spec.HasCPU, spec.CPUShares, spec.CPUQuota, spec.CPUPeriod = true, shares, quota, period
+	return nil
+}
+
+func psi(p *v2stats.PSIStats) *PSI {
+	if p == nil || p.Some == nil {
+		return nil
+	}
+	out := &PSI{SomeUsec: p.Some.Total}
+	if p.Full != nil {
+		out.FullUsec = p.Full.Total
+	}
+	return out
+}
+
+// readPressure reads the three pressure files of a hybrid host's v2
+// cgroup dir. The library's v2 readers cannot serve here: they start from
+// controller files (memory.stat, io.stat) that a controller-less hierarchy
+// lacks, and read cpu.stat, which v1 already gave. A missing file (PSI off,
+// or a runtime that does not mirror its cgroups into the v2 hierarchy)
+// leaves its resource out without an error.
+func readPressure(dir string, p *Pressure) error {
+	var errs []error
+	for _, f := range []struct {
+		file string
+		dst  **PSI
+	}{{"cpu.pressure", &p.CPU}, {"memory.pressure", &p.Memory}, {"io.pressure", &p.IO}} {
+		data, err := os.ReadFile(filepath.Join(dir, f.file))
+		if notExist(err) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", filepath.Join(dir, f.file), err))
+			continue
+		}
+		psi, err := ParsePSI(data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", filepath.Join(dir, f.file), err))
+			continue
+		}
+		*f.dst = &psi
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,213 @@
+package collect
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+)
+
+// cAdvisor's base labels, as the kubelet's /metrics/cadvisor sets them.
+var cadvisorLabels = []string{"container", "id", "image", "name", "namespace", "pod"}
+
+// series is one metric of a cgroup sample: its value, and whether the
+// sample has it.
+type series struct {
+	name, help string
+	kind       prometheus.ValueType
+	// cpu is cAdvisor's extra label of the CPU usage: "total" without
+	// per-CPU stats, as the kubelet runs it.
+	cpu   bool
+	value func(s *cgstats.Sample) (float64, bool)
+}
+
+func seconds(ns uint64) float64 { return float64(ns) / float64(time.Second) }
+
+func usecSeconds(us uint64) float64 { return float64(us) / 1e6 }
+
+func cpuValue(f func(c *cgstats.CPU) float64) func(*cgstats.Sample) (float64, bool) {
+	return func(s *cgstats.Sample) (float64, bool) {
+		if s.CPU == nil {
+			return 0, false
+		}
+		return f(s.CPU), true
+	}
+}
+
+// cfsValue is reported only for a cgroup with a quota, as cAdvisor does.
+func cfsValue(f func(c *cgstats.CPU) float64) func(*cgstats.Sample) (float64, bool) {
+	return func(s *cgstats.Sample) (float64, bool) {
+		if s.CPU == nil || s.Spec.CPUQuota == 0 {
+			return 0, false
+		}
+		return f(s.CPU), true
+	}
+}
+
+func memValue(f func(m *cgstats.Memory) uint64) func(*cgstats.Sample) (float64, bool) {
+	return func(s *cgstats.Sample) (float64, bool) {
+		if s.Memory == nil {
+			return 0, false
+		}
+		return float64(f(s.Memory)), true
+	}
+}
+
+func pidsValue(f func(p *cgstats.Pids) uint64) func(*cgstats.Sample) (float64, bool) {
+	return func(s *cgstats.Sample) (float64, bool) {
+		if s.Pids == nil {
+			return 0, false
+		}
+		return float64(f(s.Pids)), true
+	}
+}
+
+func psiValue(resource func(p *cgstats.Pressure) *cgstats.PSI, full bool) func(*cgstats.Sample) (float64, bool) {
+	return func(s *cgstats.Sample) (float64, bool) {
+		p := resource(&s.Pressure)
+		if p == nil {
+			return 0, false
+		}
+		if full {
+			return usecSeconds(p.FullUsec), true
+		}
+		return usecSeconds(p.SomeUsec), true
+	}
+}
+
+func psiCPU(p *cgstats.Pressure) *cgstats.PSI    { return p.CPU }
+func psiMemory(p *cgstats.Pressure) *cgstats.PSI { return p.Memory }
+func psiIO(p *cgstats.Pressure) *cgstats.PSI     { return p.IO }
+
+// cadvisorSeries are the metrics served under cAdvisor's names, help
+// strings and types (google/cadvisor metrics/prometheus.go).
+var cadvisorSeries = []series{
+	{name: "container_cpu_user_seconds_total", help: "Cumulative user cpu time consumed in seconds.", kind: prometheus.CounterValue,
+		value: cpuValue(func(c *cgstats.CPU) float64 { return seconds(c.UserNs) })},
+	{name: "container_cpu_system_seconds_total", help: "Cumulative system cpu time consumed in seconds.", kind: prometheus.CounterValue,
+		value: cpuValue(func(c *cgstats.CPU) float64 { return seconds(c.SystemNs) })},
+	{name: "container_cpu_usage_seconds_total", help: "Cumulative cpu time consumed in seconds.", kind: prometheus.CounterValue, cpu: true,
+		value: cpuValue(func(c *cgstats.CPU) float64 { return seconds(c.UsageNs) })},
+	{name: "container_cpu_cfs_periods_total", help: "Number of elapsed enforcement period intervals.", kind: prometheus.CounterValue,
+		value: cfsValue(func(c *cgstats.CPU) float64 { return float64(c.Periods) })},
+	{name: "container_cpu_cfs_throttled_periods_total", help: "Number of throttled period intervals.", kind: prometheus.CounterValue,
+		value: cfsValue(func(c *cgstats.CPU) float64 { return float64(c.ThrottledPeriods) })},
+	{name: "container_cpu_cfs_throttled_seconds_total", help: "Total time duration the container has been throttled.", kind: prometheus.CounterValue,
+		value: cfsValue(func(c *cgstats.CPU) float64 { return seconds(c.ThrottledNs) })},
+	{name: "container_memory_cache", help: "Number of bytes of page cache memory.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.Cache })},
+	{name: "container_memory_rss", help: "Size of RSS in bytes.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.RSS })},
+	{name: "container_memory_mapped_file", help: "Size of memory mapped files in bytes.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.MappedFile })},
+	{name: "container_memory_swap", help: "Container swap usage in bytes.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.Swap })},
+	{name: "container_memory_failcnt", help: "Number of memory usage hits limits", kind: prometheus.CounterValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.Failcnt })},
+	{name: "container_memory_usage_bytes", help: "Current memory usage in bytes, including all memory regardless of when it was accessed", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.Usage })},
+	{name: "container_memory_max_usage_bytes", help: "Maximum memory usage recorded in bytes", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.MaxUsage })},
+	{name: "container_memory_working_set_bytes", help: "Current working set in bytes.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.WorkingSet })},
+	{name: "container_oom_events_total", help: "Count of out of memory events observed for the container", kind: prometheus.CounterValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.OOMKills })},
+	{name: "container_processes", help: "Number of processes running inside the container.", kind: prometheus.GaugeValue,
+		value: pidsValue(func(p *cgstats.Pids) uint64 { return p.Processes })},
+	{name: "container_threads", help: "Number of threads running inside the container", kind: prometheus.GaugeValue,
+		value: pidsValue(func(p *cgstats.Pids) uint64 { return p.Threads })},
+	{name: "container_threads_max", help: "Maximum number of threads allowed inside the container, infinity if value is zero", kind: prometheus.GaugeValue,
+		value: pidsValue(func(p *cgstats.Pids) uint64 { return p.ThreadsMax })},
+	{name: "container_pressure_cpu_stalled_seconds_total", help: "Total time duration no tasks in the container could make progress due to CPU congestion.", kind: prometheus.CounterValue,
+		value: psiValue(psiCPU, true)},
+	{name: "container_pressure_cpu_waiting_seconds_total", help: "Total time duration tasks in the container have waited due to CPU congestion.", kind: prometheus.CounterValue,
+		value: psiValue(psiCPU, false)},
+	{name: "container_pressure_memory_stalled_seconds_total", help: "Total time duration no tasks in the container could make progress due to memory congestion.", kind: prometheus.CounterValue,
+		value: psiValue(psiMemory, true)},
+	{name: "container_pressure_memory_waiting_seconds_total", help: "Total time duration tasks in the container have waited due to memory congestion.", kind: prometheus.CounterValue,
+		value: psiValue(psiMemory, false)},
+	{name: "container_pressure_io_stalled_seconds_total", help: "Total time duration no tasks in the container could make progress due to IO congestion.", kind: prometheus.CounterValue,
+		value: psiValue(psiIO, true)},
+	{name: "container_pressure_io_waiting_seconds_total", help: "Total time duration tasks in the container have waited due to IO congestion.", kind: prometheus.CounterValue,
+		value: psiValue(psiIO, false)},
+	{name: "container_spec_cpu_period", help: "CPU period of the container.", kind: prometheus.GaugeValue,
+		value: func(s *cgstats.Sample) (float64, bool) { return float64(s.Spec.CPUPeriod), s.Spec.HasCPU }},
+	{name: "container_spec_cpu_quota", help: "CPU quota of the container.", kind: prometheus.GaugeValue,
+		value: func(s *cgstats.Sample) (float64, bool) {
+			return float64(s.Spec.CPUQuota), s.Spec.HasCPU && s.Spec.CPUQuota != 0
+		}},
+	{name: "container_spec_cpu_shares", help: "CPU share of the container.", kind: prometheus.GaugeValue,
+		value: func(s *cgstats.Sample) (float64, bool) { return float64(s.Spec.CPUShares), s.Spec.HasCPU }},
+	{name: "container_spec_memory_limit_bytes", help: "Memory limit for the container.", kind: prometheus.GaugeValue,
+		value: func(s *cgstats.Sample) (float64, bool) { return float64(s.Spec.MemoryLimit), s.Spec.HasMemory }},
+}
+
+var startTimeDesc = prometheus.NewDesc("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", cadvisorLabels, nil)
+
+// CAdvisor serves the snapshot under cAdvisor's names: the node's root
+// cgroup (id "/"), every pod cgroup and every running container.
+type CAdvisor struct {
+	c     *Collector
+	descs []*prometheus.Desc
+}
+
+// NewCAdvisor returns the cAdvisor-named metrics of c's snapshots.
+func NewCAdvisor(c *Collector) *CAdvisor {
+	m := &CAdvisor{c: c}
+	for _, s := range cadvisorSeries {
+		labels := cadvisorLabels
+		if s.cpu {
+			labels = append(append([]string{}, cadvisorLabels...), "cpu")
+		}
+		m.descs = append(m.descs, prometheus.NewDesc(s.name, s.help, labels, nil))
+	}
+	return m
+}
+
+// Describe implements prometheus.Collector.
+func (m *CAdvisor) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range m.descs {
+		ch <- d
+	}
+	ch <- startTimeDesc
+}
+
+// Collect implements prometheus.Collector.
+func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
+	snap := m.c.Snapshot()
+	// Label values in cadvisorLabels order: container, id, image, name, namespace, pod.
+	m.emit(ch, snap.Time, snap.Node, []string{"", "/", "", "", "", ""})
+	for _, p := range snap.Pods {
+		if p.Sample != nil {
+			m.emit(ch, snap.Time, p.Sample, []string{"", p.Cgroup, "", "", p.Namespace, p.Name})
+		}
+		for _, c := range p.Containers {
+			if c.Sample == nil {
+				continue
+			}
+			labels := []string{c.Name, c.Cgroup, c.Image, c.ID, p.Namespace, p.Name}
+			m.emit(ch, snap.Time, c.Sample, labels)
+			if !c.Started.IsZero() {
+				ch <- prometheus.MustNewConstMetric(startTimeDesc, prometheus.GaugeValue, float64(c.Started.UnixNano())/1e9, labels...)
+			}
+		}
+	}
+}
+
+func (m *CAdvisor) emit(ch chan<- prometheus.Metric, at time.Time, s *cgstats.Sample, labels []string) {
+	if s == nil {
+		return
+	}
+	for i, def := range cadvisorSeries {
+		v, ok := def.value(s)
+		if !ok {
+			continue
+		}
+		values := labels
+		if def.cpu {
+			values = append(append(make([]string, 0, len(labels)+1), labels...), "total")
+		}
+		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(m.descs[i], def.kind, v, values...))
+	}
+}

@@ -1,0 +1,285 @@
+package collect
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
+)
+
+const (
+	podCgroup = "/kubepods/burstable/poduid-web"
+	ctrCgroup = podCgroup + "/ctr-app"
+)
+
+// writeV1 writes a v1 cgroup under root with cpuacct.usage ns of CPU time
+// and usage bytes of memory, 1 MiB of which inactive file cache.
+func writeV1(t testing.TB, root, name string, cpuNs, usage int) {
+	t.Helper()
+	stat := "total_cache 1048576\ntotal_rss " + itoa(usage-1<<20) + "\ntotal_mapped_file 0\ntotal_inactive_file 1048576\n"
+	for path, content := range map[string]string{
+		"cpuacct" + name + "/cpuacct.usage":            itoa(cpuNs),
+		"cpuacct" + name + "/cpuacct.stat":             "user 1\nsystem 1\n",
+		"cpuacct" + name + "/cpuacct.usage_percpu":     itoa(cpuNs),
+		"cpu" + name + "/cpu.stat":                     "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n",
+		"cpu" + name + "/cpu.shares":                   "2",
+		"cpu" + name + "/cpu.cfs_quota_us":             "-1",
+		"cpu" + name + "/cpu.cfs_period_us":            "100000",
+		"memory" + name + "/memory.stat":               stat,
+		"memory" + name + "/memory.oom_control":        "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+		"memory" + name + "/memory.usage_in_bytes":     itoa(usage),
+		"memory" + name + "/memory.max_usage_in_bytes": itoa(usage),
+		"memory" + name + "/memory.failcnt":            "0",
+		"memory" + name + "/memory.limit_in_bytes":     "9223372036854771712",
+		"memory" + name + "/cgroup.procs":              "1\n",
+		"cpuset" + name + "/cpuset.cpus":               "0-3",
+		"cpuset" + name + "/cpuset.mems":               "0",
+	} {
+		writeFile(t, root, path, content)
+	}
+}
+
+func writeFile(t testing.TB, root, path, content string) {
+	t.Helper()
+	full := filepath.Join(root, path)
+	require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+	require.NoError(t, os.WriteFile(full, []byte(strings.TrimSuffix(content, "\n")+"\n"), 0o644))
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+type node struct {
+	root   string
+	shared string
+	inv    *inventory.Inventory
+	c      *Collector
+	now    time.Time
+}
+
+func newNode(t *testing.T) *node {
+	t.Helper()
+	n := &node{root: t.TempDir(), shared: t.TempDir(), inv: inventory.New(), now: time.Unix(1_700_000_000, 0)}
+	writeV1(t, n.root, "/", 100e9, 1<<30)
+	writeV1(t, n.root, podCgroup, 3e9, 65<<20)
+	writeV1(t, n.root, ctrCgroup, 2e9, 33<<20)
+	layout, err := cgstats.Detect(n.root)
+	require.NoError(t, err)
+	reader, err := cgstats.NewReader(layout, cgstats.Options{SpecMaxAge: cgstats.DefaultSpecMaxAge})
+	require.NoError(t, err)
+	n.c, err = New(n.inv, reader, Options{CacheFor: time.Second, Workers: 2, SharedDir: n.shared}, "nri_suite_stats", logrus.NewEntry(logrus.New()))
+	require.NoError(t, err)
+	n.c.now = func() time.Time { return n.now }
+
+	pod := &api.PodSandbox{Id: "sb1", Name: "web", Namespace: "shop", Uid: "uid-web",
+		Linux: &api.LinuxPodSandbox{CgroupParent: podCgroup}}
+	ctr := &api.Container{Id: "ctr-app", PodSandboxId: "sb1", Name: "app", State: api.ContainerState_CONTAINER_RUNNING,
+		Linux: &api.LinuxContainer{CgroupsPath: ctrCgroup}, Image: &api.Image{Name: "registry.example/app:1"},
+		StartedAt: time.Unix(1_699_999_000, 0).UnixNano()}
+	n.inv.Replace([]*api.PodSandbox{pod}, []*api.Container{ctr})
+	return n
+}
+
+func TestCAdvisorMetrics(t *testing.T) {
+	n := newNode(t)
+	const want = `
+# HELP container_cpu_usage_seconds_total Cumulative cpu time consumed in seconds.
+# TYPE container_cpu_usage_seconds_total counter
+container_cpu_usage_seconds_total{container="",cpu="total",id="/",image="",name="",namespace="",pod=""} 100 1700000000000
+container_cpu_usage_seconds_total{container="",cpu="total",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 3 1700000000000
+container_cpu_usage_seconds_total{container="app",cpu="total",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 2 1700000000000
+# HELP container_memory_working_set_bytes Current working set in bytes.
+# TYPE container_memory_working_set_bytes gauge
+container_memory_working_set_bytes{container="",id="/",image="",name="",namespace="",pod=""} 1.072693248e+09 1700000000000
+container_memory_working_set_bytes{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 6.7108864e+07 1700000000000
+container_memory_working_set_bytes{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 3.3554432e+07 1700000000000
+# HELP container_oom_events_total Count of out of memory events observed for the container
+# TYPE container_oom_events_total counter
+container_oom_events_total{container="",id="/",image="",name="",namespace="",pod=""} 1 1700000000000
+container_oom_events_total{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 1 1700000000000
+container_oom_events_total{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 1 1700000000000
+# HELP container_spec_memory_limit_bytes Memory limit for the container.
+# TYPE container_spec_memory_limit_bytes gauge
+container_spec_memory_limit_bytes{container="",id="/",image="",name="",namespace="",pod=""} 0 1700000000000
+container_spec_memory_limit_bytes{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 0 1700000000000
+container_spec_memory_limit_bytes{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 0 1700000000000
+# HELP container_start_time_seconds Start time of the container since unix epoch in seconds.
+# TYPE container_start_time_seconds gauge
+container_start_time_seconds{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 1.699999e+09
+`
+	require.NoError(t, testutil.CollectAndCompare(NewCAdvisor(n.c), strings.NewReader(want),
+		"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_oom_events_total",
+		"container_spec_memory_limit_bytes", "container_start_time_seconds"))
+	// No quota: no CFS series, as cAdvisor.
+	assert.Zero(t, testutil.CollectAndCount(NewCAdvisor(n.c), "container_cpu_cfs_periods_total", "container_spec_cpu_quota"))
+	assert.Equal(t, 3, testutil.CollectAndCount(NewCAdvisor(n.c), "container_spec_cpu_shares"))
+}
+
+func TestResourceMetrics(t *testing.T) {
+	n := newNode(t)
+	const want = `
+# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
+# TYPE container_cpu_usage_seconds_total counter
+container_cpu_usage_seconds_total{container="app",namespace="shop",pod="web"} 2 1700000000000
+# HELP container_memory_working_set_bytes [STABLE] Current working set of the container in bytes
+# TYPE container_memory_working_set_bytes gauge
+container_memory_working_set_bytes{container="app",namespace="shop",pod="web"} 3.3554432e+07 1700000000000
+# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds
+# TYPE node_cpu_usage_seconds_total counter
+node_cpu_usage_seconds_total 100 1700000000000
+# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes
+# TYPE node_memory_working_set_bytes gauge
+node_memory_working_set_bytes 1.072693248e+09 1700000000000
+# HELP pod_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the pod in core-seconds
+# TYPE pod_cpu_usage_seconds_total counter
+pod_cpu_usage_seconds_total{namespace="shop",pod="web"} 3 1700000000000
+# HELP pod_memory_working_set_bytes [STABLE] Current working set of the pod in bytes
+# TYPE pod_memory_working_set_bytes gauge
+pod_memory_working_set_bytes{namespace="shop",pod="web"} 6.7108864e+07 1700000000000
+# HELP resource_scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise
+# TYPE resource_scrape_error gauge
+resource_scrape_error 0
+`
+	require.NoError(t, testutil.CollectAndCompare(NewResource(n.c), strings.NewReader(want),
+		"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "node_cpu_usage_seconds_total",
+		"node_memory_working_set_bytes", "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes", "resource_scrape_error"))
+}
+
+// The samples carry the time of the reading, as the kubelet's do.
+func TestSamplesCarryTheReadingTime(t *testing.T) {
+	n := newNode(t)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewResource(n.c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	stamped := 0
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == "resource_scrape_error" {
+				continue
+			}
+			assert.Equal(t, n.now.UnixMilli(), m.GetTimestampMs(), mf.GetName())
+			stamped++
+		}
+	}
+	assert.Equal(t, 7, stamped, "node, pod and container CPU and memory, and the start time")
+}
+
+func TestSnapshotIsCachedAndFollowsTheInventory(t *testing.T) {
+	n := newNode(t)
+	first := n.c.Snapshot()
+	n.inv.RemoveContainer("ctr-app")
+	assert.Same(t, first, n.c.Snapshot(), "within the cache period")
+	n.now = n.now.Add(time.Second)
+	second := n.c.Snapshot()
+	require.Len(t, second.Pods, 1)
+	assert.Empty(t, second.Pods[0].Containers, "the removed container is no longer read")
+}
+
+func TestFailuresAreCountedAndTheScrapeGoesOn(t *testing.T) {
+	n := newNode(t)
+	// A container whose cgroup is gone, one with a malformed file, one with
+	// a path that cannot be resolved, and a broken placement record.
+	pod := &api.PodSandbox{Id: "sb1", Name: "web", Namespace: "shop", Linux: &api.LinuxPodSandbox{CgroupParent: podCgroup}}
+	for _, c := range []*api.Container{
+		{Id: "gone", PodSandboxId: "sb1", Name: "gone", Linux: &api.LinuxContainer{CgroupsPath: podCgroup + "/gone"}},
+		{Id: "bad", PodSandboxId: "sb1", Name: "bad", Linux: &api.LinuxContainer{CgroupsPath: podCgroup + "/bad"}},
+		{Id: "nopath", PodSandboxId: "sb1", Name: "nopath", Linux: &api.LinuxContainer{CgroupsPath: "a:b"}},
+	} {
+		n.inv.SetContainer(pod, c)
+		n.inv.SetRunning(c.Id, true)
+	}
+	writeV1(t, n.root, podCgroup+"/bad", 1, 2<<20)
+	require.NoError(t, os.WriteFile(filepath.Join(n.root, "memory", podCgroup, "bad", "memory.stat"), []byte("garbage\n"), 0o644))
+	placements, err := state.PlacementRecords(n.shared)
+	require.NoError(t, err)
+	require.NoError(t, placements.Publish("ctr-app", state.PlacementRecord{ContainerID: "ctr-app", Pool: "shared", PoolRecord: "missing"}))
+	require.NoError(t, os.MkdirAll(filepath.Join(n.shared, "container-health"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(n.shared, "container-health", "torn.json"), []byte(`{"format":`), 0o644))
+
+	got := testutil.CollectAndCount(NewCAdvisor(n.c), "container_cpu_usage_seconds_total")
+	assert.Equal(t, 4, got, "node, pod, app and the container with a bad memory.stat still have CPU")
+	for reason, want := range map[string]float64{ReasonVanished: 1, ReasonRead: 1, ReasonPath: 1, ReasonStateRecord: 2} {
+		assert.Equal(t, want, testutil.ToFloat64(n.c.errors.WithLabelValues(reason)), reason)
+	}
+}
+
+func TestSuiteMetrics(t *testing.T) {
+	n := newNode(t)
+	placements, err := state.PlacementRecords(n.shared)
+	require.NoError(t, err)
+	pools, err := state.PoolRecords(n.shared)
+	require.NoError(t, err)
+	require.NoError(t, placements.Publish("ctr-app", state.PlacementRecord{ContainerID: "ctr-app", Pool: "shared",
+		PoolRecord: state.SharedPoolRecord, NUMANodes: []int{0}}))
+	require.NoError(t, pools.Publish(state.SharedPoolRecord, state.PoolRecord{Pool: "shared", CPUs: "1-3", Mems: "0"}))
+	health, err := state.ContainerHealthRecords(n.shared)
+	require.NoError(t, err)
+	require.NoError(t, health.Publish("ctr-app", state.ContainerHealth{ContainerID: "ctr-app",
+		Resources: []state.ResourceHealth{{ResourceID: "example.com/gpu=0", Health: state.HealthUnhealthy}}}))
+	statuses, err := state.PluginStatuses(n.shared)
+	require.NoError(t, err)
+	require.NoError(t, statuses.Publish("30-topology-aware", state.PluginStatus{Name: "topology-aware", Index: 30, Connected: true,
+		Ready: false, Updated: time.Unix(1_700_000_000, 0)}))
+
+	const want = `
+# HELP nri_suite_stats_container_cpus Number of CPUs in a container's cgroup cpuset.
+# TYPE nri_suite_stats_container_cpus gauge
+nri_suite_stats_container_cpus{container="app",namespace="shop",pod="web"} 4
+# HELP nri_suite_stats_container_device_health Health of each device a container got, as device-injector published it (KEP-4680): 1 for the current value of health (Healthy, Unhealthy, Unknown), 0 for the others.
+# TYPE nri_suite_stats_container_device_health gauge
+nri_suite_stats_container_device_health{container="app",health="Healthy",namespace="shop",pod="web",resource="example.com/gpu=0"} 0
+nri_suite_stats_container_device_health{container="app",health="Unhealthy",namespace="shop",pod="web",resource="example.com/gpu=0"} 1
+nri_suite_stats_container_device_health{container="app",health="Unknown",namespace="shop",pod="web",resource="example.com/gpu=0"} 0
+# HELP nri_suite_stats_container_placement_info A container's placement as topology-aware published it: pool, CPUs, memory nodes and the NUMA affinity admitted; always 1.
+# TYPE nri_suite_stats_container_placement_info gauge
+nri_suite_stats_container_placement_info{container="app",cpus="1-3",mems="0",namespace="shop",numa_nodes="0",pod="web",pool="shared"} 1
+# HELP nri_suite_stats_plugin_connected 1 when an nri-suite plugin's last status record says it is registered with the runtime, 0 otherwise.
+# TYPE nri_suite_stats_plugin_connected gauge
+nri_suite_stats_plugin_connected{index="30",plugin="topology-aware"} 1
+# HELP nri_suite_stats_plugin_ready 1 when an nri-suite plugin's last status record says it is registered and synchronized, 0 otherwise.
+# TYPE nri_suite_stats_plugin_ready gauge
+nri_suite_stats_plugin_ready{index="30",plugin="topology-aware"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(NewSuite(n.c, "nri_suite_stats"), strings.NewReader(want),
+		"nri_suite_stats_container_cpus", "nri_suite_stats_container_device_health", "nri_suite_stats_container_placement_info",
+		"nri_suite_stats_plugin_connected", "nri_suite_stats_plugin_ready"))
+
+	report := NewReport(n.c.Snapshot())
+	require.Len(t, report.Pods, 1)
+	require.Len(t, report.Pods[0].Containers, 1)
+	app := report.Pods[0].Containers[0]
+	assert.Equal(t, &Placement{Pool: "shared", CPUs: "1-3", Mems: "0", NUMANodes: []int{0}}, app.Placement)
+	assert.Equal(t, "0-3", app.CPUs)
+	assert.Equal(t, 2.0, app.Usage.CPU.UsageSeconds)
+	assert.Equal(t, uint64(32<<20), app.Usage.Memory.WorkingSet)
+	assert.Equal(t, []state.ResourceHealth{{ResourceID: "example.com/gpu=0", Health: state.HealthUnhealthy}}, app.Devices)
+	assert.Equal(t, 3.0, report.Pods[0].Usage.CPU.UsageSeconds)
+	assert.Len(t, report.Plugins, 1)
+}
+
+// The reader lends each cgroup its previous sample, whose CPU spec is
+// reused while young: a reading rereads the usage, not the shares.
+func TestReadingsReuseTheSpecOfThePreviousOne(t *testing.T) {
+	n := newNode(t)
+	first := n.c.Snapshot().Pods[0].Containers[0].Sample
+	writeFile(t, n.root, "cpu"+ctrCgroup+"/cpu.shares", "1024")
+	writeFile(t, n.root, "cpuacct"+ctrCgroup+"/cpuacct.usage", "4000000000")
+	n.now = n.now.Add(time.Second)
+	second := n.c.Snapshot().Pods[0].Containers[0].Sample
+	assert.Equal(t, uint64(4e9), second.CPU.UsageNs)
+	assert.Equal(t, first.Spec.CPUShares, second.Spec.CPUShares)
+	assert.Equal(t, uint64(2), second.Spec.CPUShares)
+}

@@ -1,0 +1,32 @@
+// Command nri-stats serves container, pod and node metrics read from the
+// containers' cgroups under cAdvisor's and the kubelet's metric names,
+// labelled from NRI with the Kubernetes names, plus the suite's view of each
+// container (placement, device health) and the other plugins' readiness.
+// It only observes (NRI index 90, last). See README.md.
+package main
+
+import (
+	"flag"
+
+	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/nriplugin"
+	"github.com/nri-suite/nri-suite/plugins/stats/server"
+)
+
+func main() {
+	opts := nriplugin.Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", Server: server.Options{Addr: server.DefaultAddr}}
+	flags := func(fs *flag.FlagSet) {
+		fs.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "where the host's cgroups are mounted (v1 controllers, hybrid or v2)")
+		fs.StringVar(&opts.Server.Addr, "stats-addr", opts.Server.Addr, "address of /metrics/cadvisor, /metrics/resource, /metrics and /stats/pods; empty disables")
+		fs.StringVar(&opts.Server.TLSCert, "stats-tls-cert", "", "PEM certificate: serve the stats endpoints over TLS")
+		fs.StringVar(&opts.Server.TLSKey, "stats-tls-key", "", "PEM key of --stats-tls-cert")
+		fs.StringVar(&opts.Server.ClientCA, "stats-client-ca", "", "PEM CA bundle: require client certificates it signed (needs TLS)")
+		fs.StringVar(&opts.Server.TokenFile, "stats-token-file", "", "file holding a bearer token every request must carry (off loopback: needs TLS)")
+	}
+	factory := func(deps plugin.Deps) (any, error) { return nriplugin.New(deps, opts) }
+	plugin.Main("stats", factory,
+		plugin.WithIdx("90"),
+		plugin.WithHTTPAddr("127.0.0.1:9190"),
+		plugin.WithFlags(flags))
+}

@@ -1,0 +1,458 @@
+package main_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nri-suite/nri-suite/e2e/harness"
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/collect"
+)
+
+// TestRealNode is issue 6's acceptance on a real node: the plugin as an
+// external plugin of containerd, pods from a real kubelet, and the values
+// checked against what the containers did and against the kubelet's own
+// /metrics/cadvisor and /metrics/resource.
+func TestRealNode(t *testing.T) {
+	const rt = "containerd"
+	sandbox.RequirePrereqs(t, rt)
+	n := &realNode{sb: sandbox.NewForTest(t, sandbox.Options{Runtime: rt}), ctx: sandbox.TestContext(t)}
+	n.spec = sandbox.PluginSpec{Binary: harness.BuildPlugin(t, pluginPkg), Name: "stats", Idx: "90",
+		Config: []byte("cache: 0s\n"), Args: []string{"--stats-addr", "127.0.0.1:0"}}
+	n.startPlugin(t)
+
+	burner := n.runPod(t, busybox("burner", "while :; do :; done"))
+	hog := n.runPod(t, busybox("hog", fmt.Sprintf("dd if=/dev/zero of=/dev/shm/fill bs=1M count=%d; %s", hogMiB, idle)))
+	oomPod := busybox("oom", `while :; do awk 'BEGIN { s = "x"; while (1) s = s s }'; sleep 1; done`)
+	oomPod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")}
+	oom := n.runPod(t, oomPod)
+
+	t.Run("Labels", func(t *testing.T) {
+		for _, c := range []podContainer{burner, hog, oom} {
+			s := n.series(t, n.ours(t, "/metrics/cadvisor"), "container_cpu_usage_seconds_total", c.id)
+			assert.Equal(t, map[string]string{"container": "main", "cpu": "total", "id": c.cgroup, "image": sandbox.BusyboxImage,
+				"name": c.id, "namespace": "default", "pod": c.pod}, s.labels, "labels of %s", c.pod)
+		}
+	})
+
+	t.Run("PressureAndReport", func(t *testing.T) {
+		// This host is hybrid: PSI comes from the v2 hierarchy's mirror of
+		// the container's cgroup, where runc makes one.
+		if _, err := os.Stat(filepath.Join(cgstats.DefaultRoot, "unified", burner.cgroup, "cpu.pressure")); err == nil {
+			s := n.series(t, n.ours(t, "/metrics/cadvisor"), "container_pressure_cpu_waiting_seconds_total", burner.id)
+			assert.Equal(t, burner.cgroup, s.labels["id"])
+		} else {
+			t.Logf("no PSI for %s on this host: %v", burner.cgroup, err)
+		}
+		var report collect.Report
+		require.NoError(t, json.Unmarshal(n.body(t, "/stats/pods"), &report))
+		found := false
+		for _, p := range report.Pods {
+			for _, c := range p.Containers {
+				if c.ID == burner.id {
+					found = true
+					assert.Equal(t, burner.pod, p.Name)
+					require.NotNil(t, c.Usage)
+					assert.Positive(t, c.Usage.CPU.UsageSeconds, "the burner's CPU in /stats/pods")
+					assert.NotEmpty(t, c.CPUs, "the burner's cpuset in /stats/pods")
+				}
+			}
+		}
+		assert.True(t, found, "/stats/pods lists the burner")
+	})
+
+	t.Run("CPUBurnerRises", func(t *testing.T) {
+		first := n.cpu(t, burner)
+		n.poll(t, "the burner's CPU counter to rise by 0.5 s", func() error {
+			if now := n.cpu(t, burner); now < first+0.5 {
+				return fmt.Errorf("%.3f s, first %.3f s", now, first)
+			}
+			return nil
+		})
+	})
+
+	t.Run("WorkingSetOfTheAllocation", func(t *testing.T) {
+		want := float64(hogMiB << 20)
+		var ws float64
+		n.poll(t, "the hog's working set to reach its allocation", func() error {
+			ws = n.series(t, n.ours(t, "/metrics/cadvisor"), "container_memory_working_set_bytes", hog.id).value
+			if ws < 0.9*want {
+				return fmt.Errorf("working set %.1f MiB", ws/(1<<20))
+			}
+			return nil
+		})
+		t.Logf("hog allocated %d MiB in /dev/shm; working set %.2f MiB", hogMiB, ws/(1<<20))
+		assert.InEpsilon(t, want, ws, 0.10, "working set of %d MiB written to tmpfs", hogMiB)
+	})
+
+	t.Run("OOMKillCounted", func(t *testing.T) {
+		n.poll(t, "an OOM kill in the oom container", func() error {
+			s := n.series(t, n.ours(t, "/metrics/cadvisor"), "container_oom_events_total", oom.id)
+			if s.value < 1 {
+				return fmt.Errorf("container_oom_events_total %v", s.value)
+			}
+			return nil
+		})
+	})
+
+	t.Run("AgreesWithTheKubelet", func(t *testing.T) { n.compareWithKubelet(t, burner, hog) })
+
+	t.Run("PluginRestartContinuesTheSeries", func(t *testing.T) {
+		before := n.series(t, n.ours(t, "/metrics/cadvisor"), "container_cpu_usage_seconds_total", burner.id)
+		n.plugin.Kill()
+		n.startPlugin(t)
+		after := n.series(t, n.ours(t, "/metrics/cadvisor"), "container_cpu_usage_seconds_total", burner.id)
+		assert.Equal(t, before.labels, after.labels, "the same series")
+		assert.GreaterOrEqual(t, after.value, before.value, "the counter did not reset")
+	})
+}
+
+const (
+	hogMiB = 48 // below containerd's 64 MiB /dev/shm
+	idle   = "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"
+)
+
+func busybox(name, script string) *corev1.Pod {
+	pod := sandbox.BusyboxPod(name)
+	pod.Spec.Containers[0].Command = []string{"sh", "-c", script}
+	return pod
+}
+
+type realNode struct {
+	ctx    context.Context
+	sb     *sandbox.Sandbox
+	spec   sandbox.PluginSpec
+	plugin *sandbox.Plugin
+}
+
+// podContainer is a pod's container "main".
+type podContainer struct {
+	pod, id, cgroup string
+}
+
+func (n *realNode) startPlugin(t *testing.T) {
+	t.Helper()
+	p, err := n.sb.StartPlugin(n.spec)
+	require.NoError(t, err)
+	require.NoError(t, p.WaitReady(n.ctx))
+	n.plugin = p
+}
+
+func (n *realNode) runPod(t *testing.T, pod *corev1.Pod) podContainer {
+	t.Helper()
+	require.NoError(t, n.sb.WritePod(pod))
+	c, err := n.sb.WaitContainer(n.ctx, pod.Name, "main")
+	require.NoError(t, err)
+	pc := podContainer{pod: n.sb.PodName(pod.Name), id: c.ID}
+	n.poll(t, "the stats of "+pod.Name, func() error {
+		m := n.ours(t, "/metrics/cadvisor")
+		for _, s := range all(m["container_cpu_usage_seconds_total"]) {
+			if s.labels["name"] == c.ID {
+				pc.cgroup = s.labels["id"]
+				return nil
+			}
+		}
+		return fmt.Errorf("no series of container %s", c.ID)
+	})
+	return pc
+}
+
+var statsAddrInLog = regexp.MustCompile(`msg="stats endpoints listening[^"]*".*\baddr="?([^"\s]+)`)
+
+// ours scrapes the plugin's stats endpoint.
+func (n *realNode) ours(t *testing.T, path string) map[string]*dto.MetricFamily {
+	t.Helper()
+	return parseText(t, n.body(t, path), path)
+}
+
+// body GETs path from the plugin's stats endpoint.
+func (n *realNode) body(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(n.plugin.LogPath)
+	require.NoError(t, err)
+	m := statsAddrInLog.FindAllStringSubmatch(string(data), -1)
+	require.NotEmpty(t, m, "the plugin logs its stats address")
+	return get(t, http.DefaultClient, "http://"+m[len(m)-1][1]+path)
+}
+
+// kubelet scrapes the kubelet's HTTPS port (self-signed, loopback only).
+func (n *realNode) kubelet(t *testing.T, path string) map[string]*dto.MetricFamily {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	return scrape(t, client, "https://"+n.sb.KubeletAddr()+path)
+}
+
+func scrape(t *testing.T, client *http.Client, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	return parseText(t, get(t, client, url), url)
+}
+
+func get(t *testing.T, client *http.Client, url string) []byte {
+	t.Helper()
+	resp, err := client.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", url, body)
+	return body
+}
+
+func parseText(t *testing.T, body []byte, what string) map[string]*dto.MetricFamily {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	require.NoError(t, err, what)
+	return families
+}
+
+// sample is one series: labels, value and timestamp (zero: none).
+type sample struct {
+	labels map[string]string
+	value  float64
+	at     time.Time
+}
+
+func all(mf *dto.MetricFamily) []sample {
+	var out []sample
+	for _, m := range mf.GetMetric() {
+		s := sample{labels: map[string]string{}}
+		for _, l := range m.GetLabel() {
+			s.labels[l.GetName()] = l.GetValue()
+		}
+		switch {
+		case m.Counter != nil:
+			s.value = m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			s.value = m.GetGauge().GetValue()
+		}
+		if m.TimestampMs != nil {
+			s.at = time.UnixMilli(m.GetTimestampMs())
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// series returns the one series of name whose name label is the container id.
+func (n *realNode) series(t *testing.T, m map[string]*dto.MetricFamily, name, id string) sample {
+	t.Helper()
+	for _, s := range all(m[name]) {
+		if s.labels["name"] == id {
+			return s
+		}
+	}
+	t.Fatalf("no %s series of container %s", name, id)
+	return sample{}
+}
+
+func (n *realNode) cpu(t *testing.T, c podContainer) float64 {
+	t.Helper()
+	return n.series(t, n.ours(t, "/metrics/cadvisor"), "container_cpu_usage_seconds_total", c.id).value
+}
+
+// poll calls check every 200 ms until it returns nil; after 60 s the test
+// fails with check's last error.
+func (n *realNode) poll(t *testing.T, what string, check func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(n.ctx, 60*time.Second)
+	defer cancel()
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// compareWithKubelet checks, for the same containers at the same moments,
+// that the plugin's values match the kubelet's: CPU counters within 2% of
+// their increase over the same interval, working sets within 5%; and that
+// the two serve the same help and label names for the metrics both have.
+// The kubelet's samples carry the time they were read (cAdvisor's every
+// housekeeping, about 10 s; CRI's at the request), the plugin's too; the
+// plugin is sampled every 100 ms and interpolated at the kubelet's times.
+func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
+	cpuSeries := []struct {
+		what                 string
+		kubeletPath, ourPath string
+		family               string
+		match                map[string]string
+	}{
+		{"container CPU (cAdvisor)", "/metrics/cadvisor", "/metrics/cadvisor", "container_cpu_usage_seconds_total", map[string]string{"id": burner.cgroup}},
+		{"container CPU (resource)", "/metrics/resource", "/metrics/resource", "container_cpu_usage_seconds_total", map[string]string{"pod": burner.pod, "container": "main"}},
+		{"pod CPU (resource)", "/metrics/resource", "/metrics/resource", "pod_cpu_usage_seconds_total", map[string]string{"pod": burner.pod}},
+		{"node CPU (resource)", "/metrics/resource", "/metrics/resource", "node_cpu_usage_seconds_total", map[string]string{}},
+	}
+	ours := make([][]sample, len(cpuSeries))
+	kubelet := make([][]sample, len(cpuSeries))
+	start := time.Now()
+	complete := func() bool {
+		for i := range cpuSeries {
+			if k := kubelet[i]; len(k) < 2 || k[len(k)-1].at.Sub(k[0].at) < 3*time.Second || !ours[i][len(ours[i])-1].at.After(k[len(k)-1].at) {
+				return false
+			}
+		}
+		return true
+	}
+	lastKubelet := time.Time{}
+	n.poll(t, "two samples of each CPU counter from the kubelet", func() error {
+		scrapes := map[string]map[string]*dto.MetricFamily{}
+		for i, c := range cpuSeries {
+			if scrapes["ours"+c.ourPath] == nil {
+				scrapes["ours"+c.ourPath] = n.ours(t, c.ourPath)
+			}
+			if s, ok := find(scrapes["ours"+c.ourPath][c.family], c.match); ok {
+				ours[i] = append(ours[i], s)
+			}
+		}
+		if time.Since(lastKubelet) > time.Second {
+			lastKubelet = time.Now()
+			for i, c := range cpuSeries {
+				if scrapes["kubelet"+c.kubeletPath] == nil {
+					scrapes["kubelet"+c.kubeletPath] = n.kubelet(t, c.kubeletPath)
+				}
+				s, ok := find(scrapes["kubelet"+c.kubeletPath][c.family], c.match)
+				k := kubelet[i]
+				// Only samples the plugin's history brackets, each once.
+				if ok && s.at.After(start) && (len(k) == 0 || s.at.After(k[len(k)-1].at)) {
+					kubelet[i] = append(k, s)
+				}
+			}
+		}
+		if !complete() {
+			return fmt.Errorf("kubelet samples so far: %d %d %d %d", len(kubelet[0]), len(kubelet[1]), len(kubelet[2]), len(kubelet[3]))
+		}
+		return nil
+	})
+	for i, c := range cpuSeries {
+		k := kubelet[i]
+		first, last := k[0], k[len(k)-1]
+		o1, ok1 := interpolate(ours[i], first.at)
+		o2, ok2 := interpolate(ours[i], last.at)
+		require.True(t, ok1 && ok2, "%s: the plugin's samples bracket the kubelet's", c.what)
+		kubeletDelta, ourDelta := last.value-first.value, o2-o1
+		t.Logf("%s over %s: kubelet +%.3f s (%.3f -> %.3f), plugin +%.3f s (%.3f -> %.3f)", c.what, last.at.Sub(first.at),
+			kubeletDelta, first.value, last.value, ourDelta, o1, o2)
+		require.Positive(t, kubeletDelta, c.what)
+		assert.InEpsilon(t, kubeletDelta, ourDelta, 0.02, "%s: increase over the same interval", c.what)
+	}
+
+	// Working sets: the hog holds its allocation, so the moments need not
+	// be exact.
+	for _, c := range []struct {
+		what, path, family string
+		match              map[string]string
+	}{
+		{"container working set (cAdvisor)", "/metrics/cadvisor", "container_memory_working_set_bytes", map[string]string{"id": hog.cgroup}},
+		{"container working set (resource)", "/metrics/resource", "container_memory_working_set_bytes", map[string]string{"pod": hog.pod, "container": "main"}},
+		{"pod working set (resource)", "/metrics/resource", "pod_memory_working_set_bytes", map[string]string{"pod": hog.pod}},
+	} {
+		k, ok := find(n.kubelet(t, c.path)[c.family], c.match)
+		require.True(t, ok, "the kubelet serves the %s", c.what)
+		o, ok := find(n.ours(t, c.path)[c.family], c.match)
+		require.True(t, ok, "the plugin serves the %s", c.what)
+		t.Logf("%s: kubelet %.2f MiB, plugin %.2f MiB", c.what, k.value/(1<<20), o.value/(1<<20))
+		assert.InEpsilon(t, k.value, o.value, 0.05, c.what)
+	}
+
+	// Same help and label names for every metric both serve; the same label
+	// values for the series the kubelet can name (its cAdvisor sees the
+	// pod cgroups through the kubelet, the containers only as raw cgroups).
+	for _, path := range []string{"/metrics/cadvisor", "/metrics/resource"} {
+		k, o := n.kubelet(t, path), n.ours(t, path)
+		shared := 0
+		for name, of := range o {
+			kf, ok := k[name]
+			if !ok {
+				continue
+			}
+			shared++
+			assert.Equal(t, kf.GetHelp(), of.GetHelp(), "%s %s: help", path, name)
+			assert.Equal(t, kf.GetType(), of.GetType(), "%s %s: type", path, name)
+			assert.Equal(t, labelNames(kf), labelNames(of), "%s %s: label names", path, name)
+		}
+		t.Logf("%s: %d metric families served by both", path, shared)
+		assert.Positive(t, shared)
+	}
+	for _, pod := range []podContainer{burner, hog} {
+		podCgroup := pod.cgroup[:strings.LastIndex(pod.cgroup, "/")]
+		k, ok := find(n.kubelet(t, "/metrics/cadvisor")["container_memory_usage_bytes"], map[string]string{"id": podCgroup})
+		require.True(t, ok, "the kubelet serves pod cgroup %s", podCgroup)
+		o, ok := find(n.ours(t, "/metrics/cadvisor")["container_memory_usage_bytes"], map[string]string{"id": podCgroup})
+		require.True(t, ok, "the plugin serves pod cgroup %s", podCgroup)
+		assert.Equal(t, k.labels, o.labels, "labels of the pod cgroup of %s", pod.pod)
+	}
+}
+
+// find returns the series of mf whose labels include match.
+func find(mf *dto.MetricFamily, match map[string]string) (sample, bool) {
+	for _, s := range all(mf) {
+		ok := true
+		for k, v := range match {
+			ok = ok && s.labels[k] == v
+		}
+		if ok {
+			return s, true
+		}
+	}
+	return sample{}, false
+}
+
+// labelNames are the label names of a family's series, sorted and unique.
+func labelNames(mf *dto.MetricFamily) []string {
+	seen := map[string]bool{}
+	for _, s := range all(mf) {
+		for k := range s.labels {
+			seen[k] = true
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for k := range seen {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// interpolate returns the value of a counter sampled in points at a moment
+// they bracket.
+func interpolate(points []sample, at time.Time) (float64, bool) {
+	for i := 1; i < len(points); i++ {
+		a, b := points[i-1], points[i]
+		if at.Before(a.at) || at.After(b.at) {
+			continue
+		}
+		if !b.at.After(a.at) {
+			return a.value, true
+		}
+		f := at.Sub(a.at).Seconds() / b.at.Sub(a.at).Seconds()
+		return a.value + f*(b.value-a.value), true
+	}
+	return 0, false
+}

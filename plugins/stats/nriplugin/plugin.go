@@ -1,0 +1,169 @@
+// Package nriplugin is the stats plugin's NRI side: it observes every pod
+// and container event (it never adjusts anything) to keep the inventory the
+// collector reads, and owns the collector and the stats endpoints.
+package nriplugin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/collect"
+	"github.com/nri-suite/nri-suite/plugins/stats/config"
+	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
+	"github.com/nri-suite/nri-suite/plugins/stats/server"
+)
+
+// Options are the plugin's flags.
+type Options struct {
+	// CgroupRoot is where the host's cgroups are mounted.
+	CgroupRoot string
+	// ProcSwaps is the host's /proc/swaps: without swap, v1's memsw files
+	// are not read.
+	ProcSwaps string
+	// Server is the stats endpoints' listener.
+	Server server.Options
+}
+
+// Plugin observes the runtime and serves the stats.
+type Plugin struct {
+	log       *logrus.Entry
+	inv       *inventory.Inventory
+	collector *collect.Collector
+	server    *server.Server
+}
+
+// New detects the cgroup layout, registers the metrics on the runner's
+// registry (so they are on its /metrics too) and starts the stats endpoints.
+func New(deps plugin.Deps, opts Options) (*Plugin, error) {
+	layout, err := cgstats.Detect(opts.CgroupRoot)
+	if err != nil {
+		return nil, fmt.Errorf("--cgroup-root: %w", err)
+	}
+	swap, err := cgstats.SwapActive(opts.ProcSwaps)
+	if err != nil {
+		deps.Log.WithError(err).Warn("assuming swap is on")
+		swap = true
+	}
+	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge})
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{log: deps.Log, inv: inventory.New()}
+	copts := collect.DefaultOptions()
+	copts.SharedDir = deps.SharedDir
+	if p.collector, err = collect.New(p.inv, reader, copts, deps.MetricsNamespace, deps.Log); err != nil {
+		return nil, err
+	}
+	cadvisor, resource := collect.NewCAdvisor(p.collector), collect.NewResource(p.collector)
+	suite := collect.NewSuite(p.collector, deps.MetricsNamespace)
+	own := append([]prometheus.Collector{suite}, p.collector.Metrics()...)
+	if err := register(deps.Registry, append(own, cadvisor)...); err != nil {
+		return nil, err
+	}
+	deps.Log.WithFields(logrus.Fields{"mode": layout.Mode, "root": layout.Root, "unified": layout.Unified, "swap": swap}).
+		Info("reading container stats from the host's cgroups")
+	if opts.Server.Addr == "" {
+		return p, nil
+	}
+	suiteReg := prometheus.NewRegistry()
+	if err := register(suiteReg, own...); err != nil {
+		return nil, err
+	}
+	p.server, err = server.Start(opts.Server, server.Endpoints{
+		CAdvisor: cadvisor, Resource: registryOf(resource), Suite: suiteReg,
+		Pods: func() any { return collect.NewReport(p.collector.Snapshot()) },
+	}, deps.Log)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("registering the stats metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+func registryOf(c prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	return reg
+}
+
+// Configure implements plugin.Configurable.
+func (p *Plugin) Configure(data []byte, source string) error {
+	cfg, err := config.Parse(data, source)
+	if err != nil {
+		return err
+	}
+	p.collector.Configure(cfg.Cache, cfg.Interval, cfg.Workers)
+	p.log.WithFields(logrus.Fields{"cache": cfg.Cache, "interval": cfg.Interval, "workers": cfg.Workers}).Info("configured stats collection")
+	return nil
+}
+
+// Synchronize rebuilds the inventory from what the runtime runs now.
+func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.inv.Replace(pods, containers)
+	p.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(containers)}).Info("inventory rebuilt from the runtime")
+	return nil, nil
+}
+
+// RunPodSandbox adds a pod.
+func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.inv.SetPod(pod)
+	return nil
+}
+
+// RemovePodSandbox forgets a pod.
+func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.inv.RemovePod(pod.GetId())
+	return nil
+}
+
+// CreateContainer records a container; it is read once started.
+func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	p.inv.SetContainer(pod, ctr)
+	return nil, nil, nil
+}
+
+// StartContainer starts reading a container's cgroup.
+func (p *Plugin) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.inv.SetContainer(pod, ctr)
+	p.inv.SetRunning(ctr.GetId(), true)
+	p.log.WithFields(k8s.IdentityOf(pod, ctr).Fields()).WithField("cgroup", ctr.GetLinux().GetCgroupsPath()).
+		Info("reading the container's stats")
+	return nil
+}
+
+// StopContainer stops reading a container's cgroup, which goes with it.
+func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	p.inv.SetRunning(ctr.GetId(), false)
+	p.log.WithFields(k8s.IdentityOf(pod, ctr).Fields()).Info("container stopped; no longer reading its stats")
+	return nil, nil
+}
+
+// RemoveContainer forgets a container.
+func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	p.inv.RemoveContainer(ctr.GetId())
+	return nil
+}
+
+// Close stops the stats endpoints and the background reading.
+func (p *Plugin) Close() error {
+	p.collector.Close()
+	if p.server == nil {
+		return nil
+	}
+	return p.server.Close()
+}
