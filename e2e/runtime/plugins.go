@@ -83,22 +83,29 @@ func (p *Plugin) Stop(grace time.Duration) { p.process.stop(grace) }
 // the same directory.
 func (p *Plugin) Kill() { p.process.kill() }
 
-// httpAddrPattern finds the address the runner logs when it serves
-// /metrics, /healthz and /readyz (logrus text: addr="127.0.0.1:41234").
-var httpAddrPattern = regexp.MustCompile(`msg="serving /metrics[^"]*".*\baddr="?([^"\s]+)`)
-
 // HTTPAddr returns the address the plugin serves HTTP on, from its log; ""
 // until it has started serving.
-func (p *Plugin) HTTPAddr() string {
+func (p *Plugin) HTTPAddr() string { return p.LoggedAddr(runnerServingMsg) }
+
+// runnerServingMsg starts the line the runner logs when it serves /metrics,
+// /healthz and /readyz.
+const runnerServingMsg = "serving /metrics"
+
+// LoggedAddr returns the address the plugin last logged in a line whose
+// message starts with msg (a plugin's own listener); "" if none yet.
+func (p *Plugin) LoggedAddr(msg string) string {
 	data, err := os.ReadFile(p.LogPath)
 	if err != nil {
 		return ""
 	}
-	return parseHTTPAddr(string(data))
+	return LoggedAddr(string(data), msg)
 }
 
-func parseHTTPAddr(log string) string {
-	m := httpAddrPattern.FindAllStringSubmatch(log, -1)
+// LoggedAddr finds, in a plugin's logrus text log, the addr field of the
+// last line whose message starts with msg (addr="127.0.0.1:41234").
+func LoggedAddr(log, msg string) string {
+	pattern := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `[^"]*".*\baddr="?([^"\s]+)`)
+	m := pattern.FindAllStringSubmatch(log, -1)
 	if len(m) == 0 {
 		return ""
 	}

@@ -31,7 +31,7 @@ func TestPluginSpecValidate(t *testing.T) {
 	}
 }
 
-func TestParseHTTPAddr(t *testing.T) {
+func TestLoggedAddr(t *testing.T) {
 	tests := map[string]string{
 		`time="x" level=info msg="serving /metrics, /healthz and /readyz" addr="127.0.0.1:41234" plugin=e2e`:                 "127.0.0.1:41234",
 		`level=info msg="serving /metrics, /healthz and /readyz" addr=127.0.0.1:80` + "\n":                                   "127.0.0.1:80",
@@ -40,7 +40,7 @@ func TestParseHTTPAddr(t *testing.T) {
 		"": "",
 	}
 	for log, want := range tests {
-		assert.Equal(t, want, parseHTTPAddr(log), "parseHTTPAddr(%q)", log)
+		assert.Equal(t, want, LoggedAddr(log, runnerServingMsg), "LoggedAddr(%q)", log)
 	}
 }
 

@@ -278,6 +278,19 @@ func (s *Sandbox) StartPlugin(spec PluginSpec) (*Plugin, error) {
 	return plugin, nil
 }
 
+// PluginNamed returns the running external plugin started with that name,
+// the newest if it was restarted; nil if none.
+func (s *Sandbox) PluginNamed(name string) *Plugin {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.plugins) - 1; i >= 0; i-- {
+		if p := s.plugins[i]; p.Spec.Name == name && p.Running() {
+			return p
+		}
+	}
+	return nil
+}
+
 // PluginDir is the private directory of an external plugin in the run dir,
 // what PluginDir in its Args stands for.
 func (s *Sandbox) PluginDir(spec PluginSpec) string {

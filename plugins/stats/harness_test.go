@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/e2e/harness"
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
 )
@@ -22,8 +22,8 @@ const pluginPkg = "./plugins/stats"
 
 func TestMain(m *testing.M) { harness.Main(m) }
 
-// statsAddrPattern finds the stats listener's address in the plugin's log.
-var statsAddrPattern = regexp.MustCompile(`msg="stats endpoints listening[^"]*".*\baddr="?([^"\s]+)`)
+// statsListening starts the line the plugin logs when its stats listener serves.
+const statsListening = "stats endpoints listening"
 
 // harnessNode is the in-process runtime, the plugin, and a fake v2 cgroup
 // tree where the test writes the cgroups of the containers it runs.
@@ -62,9 +62,9 @@ func (n *harnessNode) writeCgroup(t *testing.T, cgroupsPath string, cpuSeconds i
 
 func (n *harnessNode) get(t *testing.T, path string) string {
 	t.Helper()
-	m := statsAddrPattern.FindAllStringSubmatch(n.plugin.Log(), -1)
-	require.NotEmpty(t, m, "the plugin logs its stats address")
-	resp, err := http.Get("http://" + m[len(m)-1][1] + path)
+	addr := sandbox.LoggedAddr(n.plugin.Log(), statsListening)
+	require.NotEmpty(t, addr, "the plugin logs its stats address")
+	resp, err := http.Get("http://" + addr + path)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -177,8 +176,6 @@ func (n *realNode) runPod(t *testing.T, pod *corev1.Pod) podContainer {
 	return pc
 }
 
-var statsAddrInLog = regexp.MustCompile(`msg="stats endpoints listening[^"]*".*\baddr="?([^"\s]+)`)
-
 // ours scrapes the plugin's stats endpoint.
 func (n *realNode) ours(t *testing.T, path string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -188,11 +185,9 @@ func (n *realNode) ours(t *testing.T, path string) map[string]*dto.MetricFamily 
 // body GETs path from the plugin's stats endpoint.
 func (n *realNode) body(t *testing.T, path string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(n.plugin.LogPath)
-	require.NoError(t, err)
-	m := statsAddrInLog.FindAllStringSubmatch(string(data), -1)
-	require.NotEmpty(t, m, "the plugin logs its stats address")
-	return get(t, http.DefaultClient, "http://"+m[len(m)-1][1]+path)
+	addr := n.plugin.LoggedAddr(statsListening)
+	require.NotEmpty(t, addr, "the plugin logs its stats address")
+	return get(t, http.DefaultClient, "http://"+addr+path)
 }
 
 // kubelet scrapes the kubelet's HTTPS port (self-signed, loopback only).

@@ -77,12 +77,20 @@ func TestPluginSpecs(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"stats": "90", "e2e-test": "50", "device-injector": "10", "custom": "51"}, got)
 	assert.Equal(t, "interval: 1s\n", string(specs[0].Config))
+	args := map[string][]string{}
 	for _, s := range specs {
-		assert.Empty(t, s.Args, "plugin %s has no own flags", s.Name)
+		args[s.Name] = s.Args
 	}
+	assert.Equal(t, map[string][]string{"stats": {"--stats-addr", "127.0.0.1:0"}, "e2e-test": nil, "device-injector": nil, "custom": nil},
+		args, "only stats has own flags here: its stats listener on a free port")
 	specs, err = pluginSpecs(options{plugins: []string{"/b/nri-topology-aware"}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"--state-dir", sandbox.PluginDir + "/state"}, specs[0].Args, "topology-aware's checkpoint stays in the run dir")
+	for runtime, want := range map[string][]string{"containerd": nil, "crio": {"--validator=false"}} {
+		specs, err = pluginSpecs(options{runtime: runtime, plugins: []string{"/b/nri-security"}})
+		require.NoError(t, err)
+		assert.Equal(t, want, specs[0].Args, "security's validator on %s", runtime)
+	}
 
 	_, err = pluginSpecs(options{plugins: []string{"/a/nri-x", "/b/nri-x"}})
 	assert.ErrorContains(t, err, "plugin x given twice")
@@ -133,12 +141,12 @@ var (
 // shows, for every demo container, the env the test plugin added, the cgroup
 // values read inside, the placement topology-aware published, which
 // matches the cpuset inside (the Guaranteed container's CPU is its own),
-// the seccomp filter security applied, and the demo device device-injector
-// gave the app. Nothing is left after, not even in the host's shared state.
+// the seccomp filter security applied, the demo device device-injector
+// gave the app, and the usage the stats plugin reports. Nothing is left after, not even in the host's shared state.
 func TestRunOnce(t *testing.T) {
 	sandbox.RequirePrereqs(t, "containerd")
 	plugins := []string{buildTestPlugin(t)}
-	for _, name := range []string{"device-injector", "topology-aware", "security"} {
+	for _, name := range []string{"device-injector", "topology-aware", "security", "stats"} {
 		plugins = append(plugins, buildPlugin(t, "./plugins/"+name, "nri-"+name))
 	}
 	hostStateDir := filepath.Join(state.DefaultDir, "topology-aware")
@@ -171,6 +179,7 @@ func TestRunOnce(t *testing.T) {
 			require.NotEmpty(t, section, "report on container %s", c.Name)
 			assert.Regexp(t, `(?m)^env added:\s+.*NRI_SUITE_E2E=e2e-test`, section)
 			assert.Regexp(t, `(?m)^seccomp:\s+filter \(Seccomp: 2\)$`, section, "kubelet's default Unconfined became the runtime default")
+			assert.Regexp(t, `(?m)^usage:\s+cpu \d+\.\d{3}s, working set \d+\.\d MiB \(stats plugin\)$`, section)
 			if c.Name == "app" {
 				assert.Regexp(t, `(?m)^env added:\s+NRI_SUITE_DEMO_DEVICE=null `, section)
 				assert.Regexp(t, `(?m)^devices:\s+`+regexp.QuoteMeta(demoDevice)+` at /dev/demo-null \(no NUMA node, (Healthy|Unknown)\)$`, section)

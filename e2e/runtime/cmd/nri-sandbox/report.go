@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +60,7 @@ var probes = []probe{
 	{name: "placement", read: placement},
 	{name: "devices", read: devices},
 	{name: "seccomp", read: seccompMode},
+	{name: "usage", read: usage},
 	{name: "memory limit", read: memoryLimit},
 }
 
@@ -298,4 +301,65 @@ func seccompMode(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) 
 		return fmt.Sprintf("%s (Seccomp: %s)", name, mode), nil
 	}
 	return "Seccomp: " + mode, nil
+}
+
+// statsReport is the part of the stats plugin's /stats/pods JSON the report
+// shows.
+type statsReport struct {
+	Pods []struct {
+		Containers []struct {
+			ID    string `json:"id"`
+			Usage *struct {
+				CPU *struct {
+					UsageSeconds float64 `json:"usageSeconds"`
+				} `json:"cpu"`
+				Memory *struct {
+					WorkingSet uint64 `json:"workingSetBytes"`
+				} `json:"memory"`
+			} `json:"usage"`
+		} `json:"containers"`
+	} `json:"pods"`
+}
+
+// statsListening starts the line the stats plugin logs when its own
+// listener (/stats/pods, /metrics/cadvisor) serves.
+const statsListening = "stats endpoints listening"
+
+// usage shows the CPU time and memory working set the stats plugin reports
+// for the container; nothing when the stats plugin does not run.
+func usage(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+	p := sb.PluginNamed("stats")
+	if p == nil {
+		return "", nil
+	}
+	addr := p.LoggedAddr(statsListening)
+	if addr == "" {
+		return "", fmt.Errorf("the stats plugin has not logged its stats address")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/stats/pods", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /stats/pods: %s", resp.Status)
+	}
+	var report statsReport
+	if err := json.NewDecoder(resp.Body).Decode(&report); err != nil {
+		return "", fmt.Errorf("decoding /stats/pods: %w", err)
+	}
+	for _, pod := range report.Pods {
+		for _, ctr := range pod.Containers {
+			if ctr.ID != c.cri.ID || ctr.Usage == nil || ctr.Usage.CPU == nil || ctr.Usage.Memory == nil {
+				continue
+			}
+			return fmt.Sprintf("cpu %.3fs, working set %.1f MiB (stats plugin)",
+				ctr.Usage.CPU.UsageSeconds, float64(ctr.Usage.Memory.WorkingSet)/(1<<20)), nil
+		}
+	}
+	return "not reported by the stats plugin", nil
 }

@@ -25,6 +25,8 @@ func knownArgs(name, runtime string) []string {
 	switch {
 	case name == "topology-aware":
 		return []string{"--state-dir", sandbox.PluginDir + "/state"}
+	case name == "stats":
+		return []string{"--stats-addr", "127.0.0.1:0"} // a free port: the report finds it in the log
 	case name == "security" && runtime == "crio":
 		// CRI-O v1.34's NRI predates validation: it refuses a plugin that
 		// subscribes to it.
