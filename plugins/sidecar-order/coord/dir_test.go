@@ -1,0 +1,89 @@
+package coord_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/coord"
+)
+
+// flock locks belong to open file descriptions, so a lock taken here
+// conflicts with the probes this process makes through other descriptors,
+// as it would with another container's.
+
+func TestMainStates(t *testing.T) {
+	d := coord.Dir{Path: t.TempDir()}
+	spec := &coord.Pod{}
+	exited, err := d.MainsExited(spec)
+	require.NoError(t, err)
+	assert.False(t, exited, "no main at all is not 'every main exited'")
+
+	assert.Equal(t, coord.MainUnknown, d.Main("app"))
+	require.NoError(t, d.RegisterMain("app"))
+	require.NoError(t, d.RegisterMain("worker"))
+	assert.Equal(t, coord.MainCreated, d.Main("app"))
+	assert.False(t, d.MainsRunning(spec), "created is not running")
+
+	app, err := d.LockMain("app")
+	require.NoError(t, err)
+	assert.Equal(t, coord.MainRunning, d.Main("app"))
+	assert.True(t, d.MainsRunning(spec))
+	require.NoError(t, app.Close())
+	assert.Equal(t, coord.MainExited, d.Main("app"))
+
+	exited, err = d.MainsExited(spec)
+	require.NoError(t, err)
+	assert.False(t, exited, "worker has not run yet")
+	worker, err := d.LockMain("worker")
+	require.NoError(t, err)
+	require.NoError(t, worker.Close())
+	exited, err = d.MainsExited(spec)
+	require.NoError(t, err)
+	assert.True(t, exited)
+
+	declared := &coord.Pod{Mains: []string{"app", "late"}}
+	exited, err = d.MainsExited(declared)
+	require.NoError(t, err)
+	assert.False(t, exited, "a declared main that never ran keeps the sidecars")
+}
+
+func TestSidecarReadiness(t *testing.T) {
+	d := coord.Dir{Path: t.TempDir()}
+	require.NoError(t, d.MarkReady("proxy"))
+	assert.False(t, d.SidecarReady("proxy"), "a marker without a live helper (a killed one) is not ready")
+	lock, err := d.LockSidecar("proxy")
+	require.NoError(t, err)
+	assert.True(t, d.SidecarReady("proxy"))
+	require.NoError(t, d.ClearReady("proxy"))
+	assert.False(t, d.SidecarReady("proxy"))
+	assert.True(t, d.SidecarAlive("proxy"))
+	require.NoError(t, d.ClearReady("proxy"), "clearing twice is fine")
+	require.NoError(t, lock.Close())
+	assert.False(t, d.SidecarAlive("proxy"))
+}
+
+func TestSpecRoundTrip(t *testing.T) {
+	d := coord.Dir{Path: t.TempDir()}
+	assert.False(t, d.Exists())
+	spec := &coord.Pod{StopAfterMains: true, HoldTimeout: coord.Duration(1500 * time.Millisecond),
+		Sidecars: []coord.Sidecar{{Name: "p", Ready: coord.Readiness{Kind: coord.ReadyExec, Target: "/x", Args: []string{"a"}},
+			Timeout: coord.Duration(time.Minute), OnTimeout: coord.OnTimeoutFail}}}
+	require.NoError(t, d.WriteSpec(spec))
+	assert.True(t, d.Exists())
+	got, err := d.ReadSpec()
+	require.NoError(t, err)
+	assert.Equal(t, spec, got)
+	data, err := os.ReadFile(filepath.Join(d.Path, "pod.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"holdTimeout": "1.5s"`, "durations are readable")
+
+	require.NoError(t, os.WriteFile(filepath.Join(d.Path, "pod.json"), []byte(`{"holdTimeout": "soon"}`), 0o644))
+	_, err = d.ReadSpec()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "decoding the pod's sidecar spec")
+}

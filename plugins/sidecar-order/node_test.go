@@ -1,0 +1,387 @@
+package main_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nri-suite/nri-suite/e2e/harness"
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/annotations"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper/helpertest"
+)
+
+// TestRealNode is issue 7's acceptance on a real kubelet and runtime, with
+// ordinary containers as sidecars. The containers record what they see and
+// when they get SIGTERM in a hostPath file; the kubelet's pod phase and the
+// containers' exit codes come from the kubelet and CRI.
+//
+//  1. Job: two restartPolicy Never pods at once, each with a sidecar that is
+//     ready only after 3 s, a second sidecar and a main that checks the first
+//     sidecar's readiness at its start and exits 0: the check passes in both,
+//     the sidecars get SIGTERM last-started first, every container exits 0
+//     and the kubelet reports the pods Succeeded.
+//  2. Passthrough: a main's exit code and a signal it traps reach the
+//     runtime unchanged, the main's command is PID 1, and a container with
+//     the image's default command (no command in the pod) runs it behind the
+//     helper.
+//  3. Deletion: removing a running pod (SIGTERM to every container at once)
+//     stops the sidecars after the main, in reverse order.
+//  4. Untouched: a pod with a native sidecar and no annotation runs exactly
+//     its own command, without the helper's mounts.
+//
+// A runtime that drops NRI args adjustments (CRI-O 1.34.0) cannot run the
+// helper: there the plugin must detect it from the first annotated pod and
+// leave later ones alone, and steps 1-3 skip with that reason.
+func TestRealNode(t *testing.T) {
+	for _, rt := range sandbox.RuntimeNames() {
+		t.Run(rt, func(t *testing.T) { testRealNode(t, rt) })
+	}
+}
+
+type realNode struct {
+	ctx    context.Context
+	sb     *sandbox.Sandbox
+	plugin *sandbox.Plugin
+}
+
+func testRealNode(t *testing.T, rt string) {
+	sandbox.RequirePrereqs(t, rt)
+	n := &realNode{sb: sandbox.NewForTest(t, sandbox.Options{Runtime: rt}), ctx: sandbox.TestContext(t)}
+	helperBin := helpertest.Build(t, "")
+	var err error
+	n.plugin, err = n.sb.StartPlugin(sandbox.PluginSpec{
+		Binary: harness.BuildPlugin(t, pluginPkg), Name: "sidecar-order", Idx: "20", LogLevel: "debug",
+		Args: []string{"--helper", helperBin, "--state-dir", sandbox.PluginDir + "/state"},
+	})
+	require.NoError(t, err)
+	require.NoError(t, n.plugin.WaitReady(n.ctx))
+
+	// CRI-O 1.34.0 vendors an NRI that predates args adjustments and drops
+	// them silently: the plugin must notice and leave later pods alone.
+	supported := n.argsApplied(t)
+	ordered := func(t *testing.T) {
+		if !supported {
+			t.Skipf("%s drops NRI args adjustments (its NRI predates them): the helper cannot run", rt)
+		}
+	}
+	if !supported {
+		require.NotEqual(t, "containerd", rt, "containerd >= 2.2 applies NRI args adjustments")
+		t.Run("ArgsDropped", func(t *testing.T) {
+			n.eventuallyMetric(t, "nri_suite_sidecar_order_args_dropped_total", 1)
+			pod := jobPod("after-drop", t.TempDir(), "echo app-exit >> /rec/events; exit 0")
+			pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+			require.NoError(t, n.sb.WritePod(pod))
+			for i, c := range []string{"proxy", "logs"} {
+				ctr, err := n.sb.WaitContainer(n.ctx, pod.Name, c)
+				require.NoError(t, err)
+				assert.Equal(t, pod.Spec.Containers[i].Command, n.processArgs(t, ctr.ID), "container %s is left alone", c)
+				out, err := n.sb.CRI().Exec(n.ctx, ctr.ID, "ls", helper.MountDir)
+				assert.Error(t, err, "container %s has no %s: %s", c, helper.MountDir, out)
+			}
+			require.NoError(t, n.sb.RemovePod(n.ctx, pod.Name))
+		})
+	}
+
+	t.Run("Job", func(t *testing.T) {
+		ordered(t)
+		recs := map[string]string{}
+		for _, name := range []string{"job-a", "job-b"} {
+			recs[name] = t.TempDir()
+			require.NoError(t, n.sb.WritePod(jobPod(name, recs[name], "echo app-exit >> /rec/events; exit 0")))
+		}
+		for name, rec := range recs {
+			n.waitPhase(t, name, corev1.PodSucceeded)
+			events := readEvents(t, rec)
+			assert.Equal(t, []string{"proxy-ready", "app-saw-proxy-ready", "app-exit", "logs-term", "proxy-term"}, events,
+				"pod %s: the main starts after the slow sidecar is ready; the sidecars stop after it, in reverse order", name)
+			for _, c := range []string{"proxy", "logs", "app"} {
+				assert.Equal(t, 0, n.exitCode(t, name, c), "pod %s container %s", name, c)
+			}
+		}
+		n.eventuallyMetric(t, `nri_suite_sidecar_order_ordered_stops_total{trigger="mains-exited"}`, 4)
+		n.eventuallyMetric(t, `nri_suite_sidecar_order_main_wait_seconds_count`, 2)
+	})
+
+	t.Run("Passthrough", func(t *testing.T) {
+		ordered(t)
+		rec := t.TempDir()
+		pod := jobPod("passthrough", rec, `trap 'echo app-usr1 >> /rec/events; exit 42' USR1; while true; do sleep 1 & wait; done`)
+		// The image's default command ("sh", which exits at once without a
+		// terminal): what NRI passes as args must include it.
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "image-cmd", Image: sandbox.BusyboxImage,
+			ImagePullPolicy: corev1.PullNever, VolumeMounts: pod.Spec.Containers[0].VolumeMounts})
+		require.NoError(t, n.sb.WritePod(pod))
+		app, err := n.sb.WaitContainer(n.ctx, pod.Name, "app")
+		require.NoError(t, err)
+		eventuallyEvent(t, rec, "app-saw-proxy-ready")
+		cmdline, err := n.sb.ReadFile(n.ctx, app.ID, "/proc/1/cmdline")
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(cmdline, "sh\x00-c\x00"), "PID 1 is the main's own command, not the helper: %q", cmdline)
+		assert.Equal(t, append(helperArgs(helper.RoleMain, "app"), "sh", "-c"), n.processArgs(t, app.ID)[:8],
+			"the runtime runs the helper with the original args after --")
+		_, err = n.sb.CRI().Exec(n.ctx, app.ID, "kill", "-USR1", "1")
+		require.NoError(t, err)
+		n.waitPhase(t, pod.Name, corev1.PodFailed)
+		assert.Equal(t, 42, n.exitCode(t, pod.Name, "app"), "the exit code of the trapped signal")
+		assert.Equal(t, 0, n.exitCode(t, pod.Name, "image-cmd"))
+		assert.Equal(t, append(helperArgs(helper.RoleMain, "image-cmd"), "sh"), n.processArgs(t, n.containerID(t, pod.Name, "image-cmd")),
+			"the image's command is in the args NRI passes (entrypoint and command merged by the runtime)")
+		assert.Equal(t, 0, n.exitCode(t, pod.Name, "proxy"), "the sidecars are stopped after a failed main too")
+		assert.Equal(t, []string{"proxy-ready", "app-saw-proxy-ready", "app-usr1", "logs-term", "proxy-term"}, readEvents(t, rec))
+	})
+
+	t.Run("Deletion", func(t *testing.T) {
+		ordered(t)
+		rec := t.TempDir()
+		pod := jobPod("deleted", rec, `trap 'sleep 1; echo app-exit >> /rec/events; exit 0' TERM; while true; do sleep 1 & wait; done`)
+		pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		require.NoError(t, n.sb.WritePod(pod))
+		app, err := n.sb.WaitContainer(n.ctx, pod.Name, "app")
+		require.NoError(t, err)
+		eventuallyEvent(t, rec, "app-saw-proxy-ready")
+		stateDir := filepath.Join(n.sb.PluginDir(sandbox.PluginSpec{Name: "sidecar-order", Idx: "20"}), "state")
+		assert.DirExists(t, filepath.Join(stateDir, app.PodUID), "the pod's coordination directory")
+		require.NoError(t, n.sb.RemovePod(n.ctx, pod.Name))
+		assert.Equal(t, []string{"proxy-ready", "app-saw-proxy-ready", "app-exit", "logs-term", "proxy-term"}, readEvents(t, rec),
+			"SIGTERM to every container: the sidecars exit after the main, last-started first")
+		n.eventuallyMetric(t, `nri_suite_sidecar_order_ordered_stops_total{trigger="signal"}`, 2)
+		assert.NoDirExists(t, filepath.Join(stateDir, app.PodUID), "removed with the pod")
+	})
+
+	t.Run("NativeSidecarUntouched", func(t *testing.T) {
+		pod := sandbox.BusyboxPod("native", "main")
+		always := corev1.ContainerRestartPolicyAlways
+		pod.Spec.InitContainers = []corev1.Container{{Name: "native", Image: sandbox.BusyboxImage, ImagePullPolicy: corev1.PullNever,
+			RestartPolicy: &always, Command: pod.Spec.Containers[0].Command}}
+		require.NoError(t, n.sb.WritePod(pod))
+		for _, c := range []string{"native", "main"} {
+			ctr, err := n.sb.WaitContainer(n.ctx, pod.Name, c)
+			require.NoError(t, err)
+			assert.Equal(t, pod.Spec.Containers[0].Command, n.processArgs(t, ctr.ID), "container %s runs its own command", c)
+			out, err := n.sb.CRI().Exec(n.ctx, ctr.ID, "ls", helper.MountDir)
+			assert.Error(t, err, "container %s has no %s: %s", c, helper.MountDir, out)
+		}
+		require.NoError(t, n.sb.RemovePod(n.ctx, pod.Name))
+	})
+}
+
+// argsApplied runs an annotated pod and says whether the runtime ran its
+// sidecar behind the helper.
+func (n *realNode) argsApplied(t *testing.T) bool {
+	t.Helper()
+	pod := jobPod("probe", t.TempDir(), "echo app-exit >> /rec/events; exit 0")
+	require.NoError(t, n.sb.WritePod(pod))
+	proxy, err := n.sb.WaitContainer(n.ctx, pod.Name, "proxy")
+	require.NoError(t, err)
+	args := n.processArgs(t, proxy.ID)
+	t.Logf("%s runs the sidecar with args %q", n.sb.Runtime().Name(), args)
+	require.NoError(t, n.sb.RemovePod(n.ctx, pod.Name))
+	return args[0] == helper.BinaryPath
+}
+
+func helperArgs(role, container string) []string {
+	return []string{helper.BinaryPath, "--role", role, "--container", container, "--"}
+}
+
+// jobPod is a restartPolicy Never pod with a sidecar "proxy" that is ready
+// 3 s after it starts (a file in the shared /rec), a sidecar "logs" ready
+// when it runs, and a main "app" that records whether proxy was ready when
+// it started, then runs mainScript. Every container records its SIGTERM.
+func jobPod(name, rec, mainScript string) *corev1.Pod {
+	sidecar := func(c, ready string) string {
+		return fmt.Sprintf(`trap 'echo %s-term >> /rec/events; exit 0' TERM; %s while true; do sleep 1 & wait; done`, c, ready)
+	}
+	pod := sandbox.BusyboxPod(name, "proxy", "logs", "app")
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod.Spec.TerminationGracePeriodSeconds = new(int64(30))
+	pod.Annotations = map[string]string{
+		annotations.Sidecars:                         "proxy,logs",
+		annotations.Ready + "/container.proxy":       "file:/rec/proxy-ready",
+		annotations.ReadyTimeout:                     "30s",
+		annotations.OnTimeout:                        "fail",
+		annotations.HoldTimeout:                      "10s",
+		annotations.StopGrace:                        "5s",
+		annotations.Ready + "/container.logs":        "process",
+		annotations.ReadyTimeout + "/container.logs": "10s",
+	}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "rec", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: rec}}}}
+	scripts := []string{
+		sidecar("proxy", `sleep 3; echo proxy-ready >> /rec/events; touch /rec/proxy-ready;`),
+		sidecar("logs", ""),
+		`if [ -e /rec/proxy-ready ]; then echo app-saw-proxy-ready; else echo app-saw-proxy-not-ready; fi >> /rec/events; ` + mainScript,
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		c.Command = []string{"sh", "-c", scripts[i]}
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "rec", MountPath: "/rec"}}
+	}
+	return pod
+}
+
+func readEvents(t *testing.T, rec string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(rec, "events"))
+	require.NoError(t, err)
+	return strings.Fields(string(data))
+}
+
+func eventuallyEvent(t *testing.T, rec, event string) {
+	t.Helper()
+	poll(t, "event "+event, func() error {
+		data, _ := os.ReadFile(filepath.Join(rec, "events"))
+		if !strings.Contains(string(data), event) {
+			return fmt.Errorf("events so far: %q", data)
+		}
+		return nil
+	})
+}
+
+// poll retries check until it succeeds, within a bound far above what a
+// step needs.
+func poll(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitPhase waits until the kubelet reports the static pod in phase.
+func (n *realNode) waitPhase(t *testing.T, name string, phase corev1.PodPhase) {
+	t.Helper()
+	poll(t, fmt.Sprintf("pod %s to be %s", name, phase), func() error {
+		got, err := n.phase(name)
+		if err == nil && got != phase {
+			err = fmt.Errorf("phase %q", got)
+		}
+		return err
+	})
+}
+
+// phase asks the kubelet (its /pods, which carries the status of static
+// pods when there is no API server) for the phase of a pod.
+func (n *realNode) phase(name string) (corev1.PodPhase, error) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		// The kubelet's self-signed certificate, on loopback.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test kubelet
+	resp, err := client.Get("https://" + n.sb.KubeletAddr() + "/pods")
+	if err != nil {
+		return "", fmt.Errorf("asking the kubelet for its pods: %w", err)
+	}
+	defer resp.Body.Close()
+	var list corev1.PodList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return "", fmt.Errorf("decoding the kubelet's pods: %w", err)
+	}
+	for _, p := range list.Items {
+		if p.Name == n.sb.PodName(name) {
+			return p.Status.Phase, nil
+		}
+	}
+	return "", fmt.Errorf("the kubelet has no pod %s", n.sb.PodName(name))
+}
+
+// containerID returns the id of the latest container c of pod name, in any state.
+func (n *realNode) containerID(t *testing.T, name, c string) string {
+	t.Helper()
+	cs, err := n.sb.CRI().Containers(n.ctx)
+	require.NoError(t, err)
+	var id string
+	var attempt uint32
+	for _, ctr := range cs {
+		if ctr.Pod == n.sb.PodName(name) && ctr.Name == c && (id == "" || ctr.Attempt >= attempt) {
+			id, attempt = ctr.ID, ctr.Attempt
+		}
+	}
+	require.NotEmpty(t, id, "container %s of pod %s", c, name)
+	return id
+}
+
+// crictlInspect is the part of `crictl inspect` this test reads.
+type crictlInspect struct {
+	Status struct {
+		State    string `json:"state"`
+		ExitCode int    `json:"exitCode"`
+	} `json:"status"`
+	Info struct {
+		RuntimeSpec struct {
+			Process struct {
+				Args []string `json:"args"`
+			} `json:"process"`
+		} `json:"runtimeSpec"`
+	} `json:"info"`
+}
+
+func (n *realNode) inspect(t *testing.T, id string) crictlInspect {
+	t.Helper()
+	out, err := n.sb.CRI().Crictl(n.ctx, "inspect", "-o", "json", id)
+	require.NoError(t, err)
+	var in crictlInspect
+	require.NoError(t, json.Unmarshal(out, &in), "crictl inspect output: %s", out)
+	return in
+}
+
+// exitCode is the exit code CRI reports for the container c of pod name,
+// once it exited.
+func (n *realNode) exitCode(t *testing.T, name, c string) int {
+	t.Helper()
+	in := n.inspect(t, n.containerID(t, name, c))
+	require.Equal(t, "CONTAINER_EXITED", in.Status.State, "container %s of pod %s", c, name)
+	return in.Status.ExitCode
+}
+
+// processArgs are the args the runtime gave the container's process.
+func (n *realNode) processArgs(t *testing.T, id string) []string {
+	t.Helper()
+	args := n.inspect(t, id).Info.RuntimeSpec.Process.Args
+	require.NotEmpty(t, args, "process args of container %s in crictl inspect", id)
+	return args
+}
+
+// eventuallyMetric waits until the plugin's sample named metric (with its
+// labels) reaches at least min.
+func (n *realNode) eventuallyMetric(t *testing.T, metric string, min float64) {
+	t.Helper()
+	poll(t, fmt.Sprintf("%s >= %v", metric, min), func() error {
+		resp, err := http.Get("http://" + n.plugin.HTTPAddr() + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, metric+" "); ok {
+				var got float64
+				if _, err := fmt.Sscan(v, &got); err != nil || got < min {
+					return fmt.Errorf("%s is %s", metric, v)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no sample %s", metric)
+	})
+}
