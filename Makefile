@@ -10,6 +10,8 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Every plugins/<name> is a binary bin/nri-<name>; the test-only plugin comes along for e2e.
 PLUGINS     := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 BINARIES    := $(addprefix bin/nri-,$(PLUGINS)) bin/nri-e2e-test
+# Not plugins: sidecar-order mounts its static helper into containers and finds it next to itself.
+HELPERS     := bin/nri-sidecar-helper
 RUNTIME_PKG := ./e2e/runtime/...
 IS_ROOT     := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
@@ -17,7 +19,10 @@ IS_ROOT     := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
 all: build
 
-build: $(BINARIES)
+build: $(BINARIES) $(HELPERS)
+
+bin/nri-sidecar-helper: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./plugins/sidecar-order/cmd/sidecar-helper
 
 bin/nri-e2e-test: FORCE
 	$(GO) build -trimpath -o $@ ./e2e/testplugin

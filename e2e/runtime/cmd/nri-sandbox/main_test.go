@@ -22,6 +22,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper/helpertest"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -142,12 +143,16 @@ var (
 // values read inside, the placement topology-aware published, which
 // matches the cpuset inside (the Guaranteed container's CPU is its own),
 // the seccomp filter security applied, the demo device device-injector
-// gave the app, and the usage the stats plugin reports. Nothing is left after, not even in the host's shared state.
+// gave the app, the usage the stats plugin reports, and sidecar-order's
+// helper in front of the sidecar. Nothing is left after, not even in the host's shared state.
 func TestRunOnce(t *testing.T) {
 	sandbox.RequirePrereqs(t, "containerd")
 	plugins := []string{buildTestPlugin(t)}
-	for _, name := range []string{"device-injector", "topology-aware", "security", "stats"} {
+	for _, name := range []string{"device-injector", "sidecar-order", "topology-aware", "security", "stats"} {
 		plugins = append(plugins, buildPlugin(t, "./plugins/"+name, "nri-"+name))
+		if name == "sidecar-order" { // it finds its helper next to itself
+			helpertest.Build(t, filepath.Dir(plugins[len(plugins)-1]))
+		}
 	}
 	hostStateDir := filepath.Join(state.DefaultDir, "topology-aware")
 	_, err := os.Stat(hostStateDir)
@@ -180,6 +185,11 @@ func TestRunOnce(t *testing.T) {
 			assert.Regexp(t, `(?m)^env added:\s+.*NRI_SUITE_E2E=e2e-test`, section)
 			assert.Regexp(t, `(?m)^seccomp:\s+filter \(Seccomp: 2\)$`, section, "kubelet's default Unconfined became the runtime default")
 			assert.Regexp(t, `(?m)^usage:\s+cpu \d+\.\d{3}s, working set \d+\.\d MiB \(stats plugin\)$`, section)
+			if c.Name == "log-shipper" {
+				assert.Regexp(t, `(?m)^pid 1:\s+/\.nri-sidecar-order/helper --role sidecar --container log-shipper -- sh -c `, section)
+			} else {
+				assert.Regexp(t, `(?m)^pid 1:\s+sh -c `, section, "a main's helper execs the original command, as PID 1")
+			}
 			if c.Name == "app" {
 				assert.Regexp(t, `(?m)^env added:\s+NRI_SUITE_DEMO_DEVICE=null `, section)
 				assert.Regexp(t, `(?m)^devices:\s+`+regexp.QuoteMeta(demoDevice)+` at /dev/demo-null \(no NUMA node, (Healthy|Unknown)\)$`, section)

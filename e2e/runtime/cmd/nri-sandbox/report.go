@@ -55,6 +55,7 @@ type probe struct {
 
 var probes = []probe{
 	{name: "cgroup", read: cgroupPath},
+	{name: "pid 1", read: pid1Command},
 	{name: "env added", read: envAdded},
 	{name: "cpuset", read: cpusetInside},
 	{name: "placement", read: placement},
@@ -362,4 +363,22 @@ func usage(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (strin
 		}
 	}
 	return "not reported by the stats plugin", nil
+}
+
+// maxCommandLen keeps a shown command line on one line.
+const maxCommandLen = 90
+
+// pid1Command shows the command line of the container's first process:
+// sidecar-order's helper runs there in a sidecar, and has exec'd the
+// original command in a main.
+func pid1Command(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
+	raw, err := sb.ReadFile(ctx, c.cri.ID, "/proc/1/cmdline")
+	if err != nil {
+		return "", err
+	}
+	cmd := strings.Join(strings.Split(strings.TrimRight(raw, "\x00"), "\x00"), " ")
+	if len(cmd) > maxCommandLen {
+		cmd = cmd[:maxCommandLen-3] + "..."
+	}
+	return cmd, nil
 }

@@ -23,7 +23,7 @@ var knownIdx = map[string]string{
 // (/run/nri-suite/<plugin>), so that the sandbox leaves nothing behind.
 func knownArgs(name, runtime string) []string {
 	switch {
-	case name == "topology-aware":
+	case name == "topology-aware", name == "sidecar-order":
 		return []string{"--state-dir", sandbox.PluginDir + "/state"}
 	case name == "stats":
 		return []string{"--stats-addr", "127.0.0.1:0"} // a free port: the report finds it in the log
