@@ -56,6 +56,28 @@ func TestContext(t testing.TB) context.Context {
 	return ctx
 }
 
+// Eventually calls check every interval until it returns nil; after timeout
+// (or when ctx ends) the test fails with check's last error. Real-node steps
+// wait this way for what the runtime, the kubelet or a plugin does
+// asynchronously; timeout is a bound far above what a step needs, never a
+// measure of speed.
+func Eventually(t testing.TB, ctx context.Context, timeout, interval time.Duration, what string, check func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
+		case <-time.After(interval):
+		}
+	}
+}
+
 // NewForTest starts a sandbox for t (after RequirePrereqs) and registers its
 // teardown: on failure the component logs are printed first, then the
 // sandbox is closed and the test fails if anything was left on the host.

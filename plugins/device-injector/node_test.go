@@ -257,21 +257,8 @@ func (n *realNode) metric(t *testing.T, sample string) float64 {
 	return 0
 }
 
-// poll calls check every 100ms until it returns nil; after 30s the test
-// fails with check's last error.
+// poll waits for check to pass, within 30 s.
 func (n *realNode) poll(t *testing.T, what string, check func() error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
-	defer cancel()
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	sandbox.Eventually(t, n.ctx, 30*time.Second, 100*time.Millisecond, what, check)
 }
