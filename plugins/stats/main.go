@@ -15,7 +15,8 @@ import (
 )
 
 func main() {
-	opts := nriplugin.Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", Server: server.Options{Addr: server.DefaultAddr}}
+	opts := nriplugin.Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", ProcMeminfo: cgstats.DefaultMeminfo,
+		Server: server.Options{Addr: server.DefaultAddr}}
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "where the host's cgroups are mounted (v1 controllers, hybrid or v2)")
 		fs.StringVar(&opts.Server.Addr, "stats-addr", opts.Server.Addr, "address of /metrics/cadvisor, /metrics/resource, /metrics and /stats/pods; empty disables")

@@ -266,23 +266,10 @@ func (n *realNode) cpu(t *testing.T, c podContainer) float64 {
 	return n.series(t, n.ours(t, "/metrics/cadvisor"), "container_cpu_usage_seconds_total", c.id).value
 }
 
-// poll calls check every 200 ms until it returns nil; after 60 s the test
-// fails with check's last error.
+// poll waits for check to pass, within 60 s.
 func (n *realNode) poll(t *testing.T, what string, check func() error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(n.ctx, 60*time.Second)
-	defer cancel()
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	sandbox.Eventually(t, n.ctx, 60*time.Second, 200*time.Millisecond, what, check)
 }
 
 // compareWithKubelet checks, for the same containers at the same moments,

@@ -7,5 +7,7 @@
 // same code reads the host and fixture trees in tests. Library parsers are
 // used for every file they cover; this package parses only what the library
 // has no entry point for: the spec files (cpu.shares, cpu.cfs_quota_us,
-// cpu.max, cpu.weight), cpusets, and memory.pressure on hybrid hosts.
+// cpu.max, cpu.weight), cpusets, the pressure files on hybrid hosts, and
+// /proc/meminfo for the memory usage of a v2 host's root cgroup; and
+// cgroup.procs, whose library reader walks the whole cgroup directory.
 package cgstats

@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io/fs"
 	"math"
-	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // unlimited is how cgroup files spell "no limit" once read as a number:
@@ -21,9 +22,44 @@ func limitOrZero(v uint64) uint64 {
 	return v
 }
 
+// readFile reads a small cgroup or proc file with open, read and close
+// alone. os.ReadFile would add an fstat, and register the file with the
+// runtime's poller: cgroupfs files can be polled, so that is epoll_ctl
+// twice and fcntl twice more per file (docs/benchmarks.md#stats).
+func readFile(path string) ([]byte, error) {
+	fd, err := ignoringEINTR(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := ignoringEINTR(func() (int, error) { return syscall.Read(fd, buf[len(buf):cap(buf)]) })
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+func ignoringEINTR(call func() (int, error)) (int, error) {
+	for {
+		n, err := call()
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
+}
+
 // readTrimmed returns the content of a one-line cgroup file.
 func readTrimmed(path string) (string, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return "", err
 	}
@@ -42,6 +78,29 @@ func readInt(path string) (int64, error) {
 		return 0, fmt.Errorf("reading %s: %q is not an integer", path, s)
 	}
 	return v, nil
+}
+
+// countProcs counts the process ids in a cgroup.procs file, one a line.
+// The library's Processes and Procs find that file by walking the cgroup's
+// directory and lstat-ing each of its 30 to 70 files, which cost more than
+// all the other files of a reading together (docs/benchmarks.md#stats).
+func countProcs(path string) (uint64, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for line := range bytes.Lines(data) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if bytes.ContainsFunc(line, func(r rune) bool { return r < '0' || r > '9' }) {
+			return 0, fmt.Errorf("reading %s: line %q, expected a process id", path, line)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // ParseCPUMax parses v2's cpu.max, "<quota|max> <period>": the quota in

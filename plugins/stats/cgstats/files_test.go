@@ -1,6 +1,11 @@
 package cgstats
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -91,4 +96,114 @@ func FuzzParseCPUMax(f *testing.F) {
 			t.Fatalf("ParseCPUMax(%q) = %d, %d: accepted a zero period", s, quota, period)
 		}
 	})
+}
+
+func TestParseMeminfo(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     Meminfo
+		wantErr  string
+	}{
+		{"kernel format", hostMeminfo, Meminfo{MemTotal: 8 << 30, MemFree: 6 << 30, SwapTotal: 1 << 30, SwapFree: 768 << 20}, ""},
+		{"no swap lines", "MemTotal: 4 kB\nMemFree: 1 kB\n", Meminfo{MemTotal: 4096, MemFree: 1024}, ""},
+		{"no MemFree", "MemTotal: 4 kB\n", Meminfo{}, "no MemFree line"},
+		{"no unit", "MemTotal: 4\nMemFree: 1 kB\n", Meminfo{}, `MemTotal: value "4", expected "<kilobytes> kB"`},
+		{"negative", "MemTotal: 4 kB\nMemFree: -1 kB\n", Meminfo{}, "MemFree"},
+		{"overflows bytes", "MemTotal: 18014398509481984 kB\nMemFree: 1 kB\n", Meminfo{}, "MemTotal"},
+		{"free above total", "MemTotal: 1 kB\nMemFree: 2 kB\n", Meminfo{}, "free above total"},
+		{"swap free above total", "MemTotal: 2 kB\nMemFree: 1 kB\nSwapTotal: 0 kB\nSwapFree: 1 kB\n", Meminfo{}, "free above total"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseMeminfo([]byte(tc.in))
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func FuzzParseMeminfo(f *testing.F) {
+	f.Add([]byte(hostMeminfo))
+	f.Add([]byte("MemTotal: 4 kB\nMemFree: 1 kB\n"))
+	f.Add([]byte("MemTotal: 18014398509481983 kB\nMemFree: 0 kB\nSwapTotal:x"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseMeminfo(data)
+		if err != nil {
+			if m != (Meminfo{}) {
+				t.Fatalf("error %v with a non-zero result %+v", err, m)
+			}
+			return
+		}
+		if m.MemFree > m.MemTotal || m.SwapFree > m.SwapTotal {
+			t.Fatalf("accepted free above total: %+v", m)
+		}
+	})
+}
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	big := strings.Repeat("0123456789abcdef", 100) // grows the 512-byte buffer
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big"), []byte(big), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644))
+	for _, tc := range []struct {
+		name, path string
+		want       string
+		wantErr    error
+	}{
+		{"larger than the first buffer", filepath.Join(dir, "big"), big, nil},
+		{"empty", filepath.Join(dir, "empty"), "", nil},
+		{"missing", filepath.Join(dir, "gone"), "", fs.ErrNotExist},
+		{"a directory", dir, "", syscall.EISDIR},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readFile(tc.path)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				assert.ErrorContains(t, err, tc.path)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(got))
+		})
+	}
+}
+
+// The kernel's own files report a size of 0: readFile reads them whole.
+func TestReadFileReadsKernelFiles(t *testing.T) {
+	data, err := readFile(DefaultMeminfo)
+	require.NoError(t, err)
+	m, err := ParseMeminfo(data)
+	require.NoError(t, err)
+	assert.Positive(t, m.MemTotal)
+	assert.LessOrEqual(t, m.MemFree, m.MemTotal)
+}
+
+func TestCountProcs(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content string
+		want          uint64
+		wantErr       string
+	}{
+		{"one pid a line", "101\n102\n7\n", 3, ""},
+		{"empty cgroup", "", 0, ""},
+		{"blank lines", "\n101\n\n", 1, ""},
+		{"not a pid", "101\nx1\n", 0, `line "x1", expected a process id`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "cgroup.procs")
+			require.NoError(t, os.WriteFile(path, []byte(tc.content), 0o644))
+			got, err := countProcs(path)
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				assert.ErrorContains(t, err, path)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }

@@ -140,13 +140,48 @@ func v2Files(name string) files {
 	}
 }
 
+// The root cgroup of a v2 host: no memory.current, memory.max,
+// memory.events, pids.* or cpu.max there; memory.stat and PSI are.
+// inactive_file is 512 MiB.
+func v2RootFiles() files {
+	return files{
+		"cgroup.controllers":    "cpuset cpu io memory pids\n",
+		"cpu.stat":              "usage_usec 100000000\nuser_usec 60000000\nsystem_usec 40000000\n",
+		"memory.stat":           "anon 1073741824\nfile 805306368\nfile_mapped 67108864\ninactive_file 536870912\nactive_file 268435456\n",
+		"cpu.pressure":          "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n",
+		"memory.pressure":       "some avg10=0.00 avg60=0.00 avg300=0.00 total=300\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n",
+		"io.pressure":           "some avg10=0.00 avg60=0.00 avg300=0.00 total=40000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=30000\n",
+		"cgroup.procs":          "1\n",
+		"cpuset.cpus.effective": "0-3\n",
+		"cpuset.mems.effective": "0\n",
+	}
+}
+
+// hostMeminfo is the fixture host's /proc/meminfo: 8 GiB of which 6 GiB
+// free (2 GiB used), 1 GiB of swap of which 768 MiB free.
+const hostMeminfo = `MemTotal:        8388608 kB
+MemFree:         6291456 kB
+MemAvailable:    7340032 kB
+Buffers:           10240 kB
+Cached:           786432 kB
+SwapCached:            0 kB
+SwapTotal:       1048576 kB
+SwapFree:         786432 kB
+HugePages_Total:       0
+Hugepagesize:       2048 kB
+`
+
+// readerFor reads tree through a Reader whose host meminfo is hostMeminfo,
+// in a file of its own (the returned reader's opts.Meminfo).
 func readerFor(t *testing.T, tree files) (*Reader, string) {
 	t.Helper()
 	root := t.TempDir()
 	tree.write(t, root)
+	meminfo := filepath.Join(t.TempDir(), "meminfo")
+	require.NoError(t, os.WriteFile(meminfo, []byte(hostMeminfo), 0o644))
 	layout, err := Detect(root)
 	require.NoError(t, err)
-	r, err := NewReader(layout, Options{Swap: true, SpecMaxAge: DefaultSpecMaxAge})
+	r, err := NewReader(layout, Options{Swap: true, SpecMaxAge: DefaultSpecMaxAge, Meminfo: meminfo})
 	require.NoError(t, err)
 	r.now = func() time.Time { return readTime }
 	return r, root

@@ -29,6 +29,10 @@ type Options struct {
 	// the container is updated, are reused from its previous sample before
 	// they are read again; 0 reads them every time.
 	SpecMaxAge time.Duration
+	// Meminfo is the host's /proc/meminfo (DefaultMeminfo): on v2, the root
+	// cgroup's memory usage comes from it. Empty: the root cgroup has no
+	// memory on v2.
+	Meminfo string
 }
 
 // Reader reads samples from the cgroups of one Layout. It is safe for
@@ -74,7 +78,7 @@ func (r *Reader) Read(name string, prev *Sample) (Sample, error) {
 	var err error
 	switch r.layout.Mode {
 	case ModeV2:
-		err = readV2(r.layout.Unified, name, &s, !reuse)
+		err = readV2(r.layout.Unified, name, &s, !reuse, r.opts.Meminfo)
 	case ModeHybrid:
 		err = r.v1.read(name, &s, !reuse)
 		if !errors.Is(err, ErrNotFound) {

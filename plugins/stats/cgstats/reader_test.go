@@ -123,6 +123,10 @@ func TestMissingFilesLeaveTheirGroupOut(t *testing.T) {
 			}},
 		{"v2 no cpu.max", v2Files(container).with(nil, d+"/cpu.max"),
 			func(t *testing.T, s Sample) { assert.False(t, s.Spec.HasCPU); assert.NotNil(t, s.CPU) }},
+		{"v1 no cgroup.procs", v1Files(container).with(nil, "memory"+container+"/cgroup.procs"),
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Pids, "no process count"); assert.NotNil(t, s.Memory) }},
+		{"v2 no cgroup.procs", v2Files(container).with(nil, d+"/cgroup.procs"),
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Pids, "no process count"); assert.NotNil(t, s.Memory) }},
 		{"v2 no PSI", v2Files(container).with(nil, d+"/cpu.pressure", d+"/memory.pressure", d+"/io.pressure"),
 			func(t *testing.T, s Sample) { assert.Equal(t, Pressure{}, s.Pressure) }},
 	} {
@@ -155,6 +159,10 @@ func TestMalformedFilesFailOnlyTheirGroup(t *testing.T) {
 			func(t *testing.T, s Sample) { assert.Nil(t, s.CPU); assert.NotNil(t, s.Memory) }},
 		{"v2 memory.stat", v2Files(container).with(files{d + "/memory.stat": "anon\n"}), "memory.stat",
 			func(t *testing.T, s Sample) { assert.Nil(t, s.Memory); assert.NotNil(t, s.CPU) }},
+		{"v1 cgroup.procs", v1Files(container).with(files{"memory" + container + "/cgroup.procs": "101\nabc\n"}), `memory` + container + `/cgroup.procs: line "abc"`,
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Pids); assert.NotNil(t, s.Memory) }},
+		{"v2 cgroup.procs", v2Files(container).with(files{d + "/cgroup.procs": "-1\n"}), `cgroup.procs: line "-1", expected a process id`,
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Pids); assert.NotNil(t, s.Memory) }},
 		{"v2 cpu.max", v2Files(container).with(files{d + "/cpu.max": "half\n"}), `cpu.max "half"`,
 			func(t *testing.T, s Sample) { assert.False(t, s.Spec.HasCPU); assert.NotNil(t, s.Memory) }},
 		{"hybrid memory.pressure", v1Files(container).with(unifiedFiles(container)).with(files{"unified" + container + "/memory.pressure": "some avg10=1\n"}), "total=",
@@ -267,6 +275,140 @@ func TestSpecIsReusedUntilItIsOld(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.shares, old.Spec.CPUShares, "shares read again")
 			assert.Equal(t, "1", old.CPUSet.CPUs, "cpuset read again")
+		})
+	}
+}
+
+// The root cgroup of a v2 host has no memory.current: its usage is
+// MemTotal - MemFree of the host's meminfo (as runc's fs2 manager, so
+// cAdvisor and the kubelet), its working set that minus the root
+// memory.stat's inactive_file.
+func TestV2RootMemoryComesFromMeminfo(t *testing.T) {
+	const gib, mib = uint64(1 << 30), uint64(1 << 20)
+	root := &Memory{Usage: 2 * gib, WorkingSet: 1536 * mib, RSS: gib, Cache: 768 * mib, MappedFile: 64 * mib, Swap: 256 * mib}
+	for _, tc := range []struct {
+		name    string
+		tree    files
+		meminfo string
+		want    *Memory
+	}{
+		{"usage from meminfo, breakdown from memory.stat", v2RootFiles(), hostMeminfo, root},
+		{"working set clamped at 0", v2RootFiles().with(files{"memory.stat": "anon 0\ninactive_file 3221225472\n"}), hostMeminfo,
+			&Memory{Usage: 2 * gib, Swap: 256 * mib}},
+		{"no root memory.stat (old kernels): working set is the usage", v2RootFiles().with(nil, "memory.stat"), hostMeminfo,
+			&Memory{Usage: 2 * gib, WorkingSet: 2 * gib, Swap: 256 * mib}},
+		{"no swap", v2RootFiles(), "MemTotal: 8388608 kB\nMemFree: 6291456 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+			&Memory{Usage: 2 * gib, WorkingSet: 1536 * mib, RSS: gib, Cache: 768 * mib, MappedFile: 64 * mib}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, tc.tree)
+			require.NoError(t, os.WriteFile(r.opts.Meminfo, []byte(tc.meminfo), 0o644))
+			got, err := r.Read("/", nil)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got.Memory)
+			assert.True(t, got.Spec.HasMemory)
+			assert.Zero(t, got.Spec.MemoryLimit, "the root is unlimited")
+			assert.Equal(t, &PSI{SomeUsec: 300, FullUsec: 200}, got.Pressure.Memory)
+			assert.Equal(t, uint64(100e9), got.CPU.UsageNs)
+			assert.Nil(t, got.Pids, "no pids.current in the root")
+		})
+	}
+}
+
+// A broken or missing meminfo fails the root's memory group alone, with an
+// error naming the file; without a meminfo the root has no memory, as
+// before. Other cgroups without memory.current never read meminfo.
+func TestV2RootMemoryFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cgroup  string
+		tree    files
+		meminfo *string // nil: none configured; else written, "" removes the file
+		wantErr []string
+	}{
+		{"malformed meminfo", "/", v2RootFiles(), ptr("MemTotal: 8388608 kB\nMemFree: lots kB\n"), []string{"meminfo", "MemFree", `"lots kB"`}},
+		{"meminfo without MemTotal", "/", v2RootFiles(), ptr("MemFree: 1 kB\n"), []string{"no MemTotal line"}},
+		{"meminfo missing", "/", v2RootFiles(), ptr(""), []string{"root cgroup memory", "no such file"}},
+		{"no meminfo configured", "/", v2RootFiles(), nil, nil},
+		{"not the root", container, v2Files(container).with(nil, container[1:]+"/memory.current"), ptr(hostMeminfo), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, tc.tree)
+			switch {
+			case tc.meminfo == nil:
+				r.opts.Meminfo = ""
+			case *tc.meminfo == "":
+				require.NoError(t, os.Remove(r.opts.Meminfo))
+			default:
+				require.NoError(t, os.WriteFile(r.opts.Meminfo, []byte(*tc.meminfo), 0o644))
+			}
+			got, err := r.Read(tc.cgroup, nil)
+			for _, want := range tc.wantErr {
+				assert.ErrorContains(t, err, want)
+			}
+			if tc.wantErr == nil {
+				require.NoError(t, err)
+			}
+			assert.Nil(t, got.Memory)
+			assert.NotNil(t, got.CPU, "the other groups are read")
+		})
+	}
+}
+
+// On v1 and hybrid hosts the root cgroup has its v1 memory controller
+// files: meminfo is not used there.
+func TestV1RootMemoryComesFromTheController(t *testing.T) {
+	// v1Files("") writes the root's files (over the layout markers).
+	for _, tc := range []struct {
+		name string
+		tree files
+	}{
+		{"v1", v1Files("")},
+		{"hybrid", v1Files("").with(unifiedFiles(""))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, tc.tree)
+			got, err := r.Read("/", nil)
+			require.NoError(t, err)
+			require.NotNil(t, got.Memory)
+			assert.Equal(t, uint64(200<<20), got.Memory.Usage, "memory.usage_in_bytes, not MemTotal - MemFree")
+			assert.Equal(t, uint64(150<<20), got.Memory.WorkingSet)
+			assert.Equal(t, uint64(10<<20), got.Memory.Swap, "memsw - usage, not SwapTotal - SwapFree")
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// v1's cpu.stat holds only the CFS counters, which are reported only for a
+// cgroup with a quota: without one it is not read, whether the spec was
+// just read or is reused.
+func TestV1CPUStatIsReadOnlyWithAQuota(t *testing.T) {
+	noCPUStat := []string{"cpu" + container + "/cpu.stat"}
+	for _, tc := range []struct {
+		name    string
+		quota   string
+		wantCPU bool
+	}{
+		{"no quota: cpu.stat not needed", "-1\n", true},
+		{"quota: cpu.stat needed, the group is incomplete without it", "50000\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, v1Files(container).with(files{"cpu" + container + "/cpu.cfs_quota_us": tc.quota}, noCPUStat...))
+			first, err := r.Read(container, nil)
+			require.NoError(t, err)
+			reused, err := r.Read(container, &first)
+			require.NoError(t, err)
+			for _, got := range []Sample{first, reused} {
+				assert.True(t, got.Spec.HasCPU)
+				if tc.wantCPU {
+					require.NotNil(t, got.CPU)
+					assert.Equal(t, uint64(5e9), got.CPU.UsageNs)
+					assert.Zero(t, got.CPU.Periods)
+				} else {
+					assert.Nil(t, got.CPU)
+				}
+			}
 		})
 	}
 }

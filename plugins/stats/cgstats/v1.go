@@ -13,8 +13,9 @@ import (
 // own cgroup1 handle, so that a failing file is attributed to its group and
 // the other groups are still reported.
 type v1Reader struct {
-	root                          string
-	cpu, memory, pids             cgroup1.InitOpts
+	root string
+	// cpu reads cpu.stat and cpuacct, cpuacct the latter alone.
+	cpu, cpuacct, memory, pids    cgroup1.InitOpts
 	cpuDir, cpuacctDir, cpusetDir string
 	memoryDir, pidsDir            string
 }
@@ -35,6 +36,7 @@ func newV1Reader(root string, swap bool) *v1Reader {
 	}
 	memory := cgroup1.NewMemory(root, cgroup1.OptionalSwap(), cgroup1.IgnoreModules(ignored...))
 	r.cpu = hierarchy(cgroup1.NewCpu(root), cgroup1.NewCpuacct(root))
+	r.cpuacct = hierarchy(cgroup1.NewCpuacct(root))
 	r.memory = hierarchy(memory)
 	r.pids = hierarchy(cgroup1.NewPids(root))
 	return r
@@ -47,7 +49,6 @@ func hierarchy(subsystems ...cgroup1.Subsystem) cgroup1.InitOpts {
 // group is what one cgroup1 handle read.
 type group struct {
 	metrics *v1stats.Metrics
-	cg      cgroup1.Cgroup
 	found   bool // the cgroup exists in one of the group's controllers
 	// complete: every file was read, so the metrics can be reported.
 	complete bool
@@ -67,7 +68,7 @@ func (r *v1Reader) stat(name string, opts cgroup1.InitOpts, dir string) group {
 	}
 	var errs errorList
 	m, err := cg.Stat(errs.handle)
-	g := group{metrics: m, cg: cg, found: true, err: errors.Join(err, errs.join())}
+	g := group{metrics: m, found: true, err: errors.Join(err, errs.join())}
 	if errs.missing && !exists(dir) {
 		g.err = fmt.Errorf("%w: %s vanished while it was read", ErrNotFound, dir)
 	}
@@ -80,7 +81,18 @@ func (r *v1Reader) read(name string, s *Sample, spec bool) error {
 	var errs []error
 	fail := func(what string, err error) { errs = append(errs, fmt.Errorf("%s: %w", what, err)) }
 
-	cpu := r.stat(name, r.cpu, filepath.Join(r.cpuacctDir, name))
+	if spec {
+		if err := r.cpuSpec(name, &s.Spec); err != nil && !notExist(err) {
+			fail("cpu spec", vanished(filepath.Join(r.cpuDir, name), err))
+		}
+	}
+	// cpu.stat holds only the CFS counters, which stay 0 without a quota
+	// (the period timer runs only with one) and are then not reported.
+	cpuOpts := r.cpu
+	if s.Spec.HasCPU && s.Spec.CPUQuota == 0 {
+		cpuOpts = r.cpuacct
+	}
+	cpu := r.stat(name, cpuOpts, filepath.Join(r.cpuacctDir, name))
 	if cpu.err != nil {
 		fail("cpu and cpuacct "+name, cpu.err)
 	}
@@ -90,11 +102,6 @@ func (r *v1Reader) read(name string, s *Sample, spec bool) error {
 			UsageNs: c.Usage.Total, UserNs: c.Usage.User, SystemNs: c.Usage.Kernel,
 			Periods: c.Throttling.Periods, ThrottledPeriods: c.Throttling.ThrottledPeriods,
 			ThrottledNs: c.Throttling.ThrottledTime,
-		}
-	}
-	if cpu.found && spec {
-		if err := r.cpuSpec(name, &s.Spec); err != nil && !notExist(err) {
-			fail("cpu spec", vanished(filepath.Join(r.cpuDir, name), err))
 		}
 	}
 
@@ -114,11 +121,11 @@ func (r *v1Reader) read(name string, s *Sample, spec bool) error {
 		fail("pids "+pidsDir, pids.err)
 	}
 	if pids.complete && pids.metrics.Pids != nil && mem.found {
-		procs, err := mem.cg.Processes(cgroup1.Memory, false)
-		if err != nil {
-			fail("processes", vanished(memDir, err))
-		} else {
-			s.Pids = &Pids{Processes: uint64(len(procs)), Threads: pids.metrics.Pids.Current, ThreadsMax: limitOrZero(pids.metrics.Pids.Limit)}
+		procs, err := countProcs(filepath.Join(memDir, "cgroup.procs"))
+		if err == nil {
+			s.Pids = &Pids{Processes: procs, Threads: pids.metrics.Pids.Current, ThreadsMax: limitOrZero(pids.metrics.Pids.Limit)}
+		} else if err = vanished(memDir, err); !notExist(err) {
+			fail("processes", err)
 		}
 	}
 

@@ -3,7 +3,6 @@ package cgstats
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -11,8 +10,9 @@ import (
 )
 
 // readV2 reads the cgroup name of the v2 hierarchy at mount; spec says
-// whether to read the CPU spec and the cpuset.
-func readV2(mount, name string, s *Sample, spec bool) error {
+// whether to read the CPU spec and the cpuset; meminfo, if set, is where the
+// root cgroup's memory usage comes from.
+func readV2(mount, name string, s *Sample, spec bool, meminfo string) error {
 	dir := filepath.Join(mount, name)
 	if !exists(dir) {
 		return fmt.Errorf("%w: %s", ErrNotFound, dir)
@@ -23,8 +23,8 @@ func readV2(mount, name string, s *Sample, spec bool) error {
 	}
 	var errs []error
 	// The library reads a missing file as zero: a group is only read where
-	// its main file exists (memory.current is absent in the root cgroup, and
-	// wherever the memory controller is not enabled).
+	// its main file exists (memory.current is absent wherever the memory
+	// controller is not enabled, and in the root cgroup: see readRootMemory).
 	stat := func(what, mainFile string, mask cgroup2.StatMask) *v2stats.Metrics {
 		if !exists(filepath.Join(dir, mainFile)) {
 			return nil
@@ -49,7 +49,11 @@ func readV2(mount, name string, s *Sample, spec bool) error {
 		s.Pressure.IO = psi(st.Io.PSI)
 	}
 
-	if st := stat("memory", "memory.current", cgroup2.StatMemory|cgroup2.StatMemoryEvents); st != nil && st.Memory != nil {
+	if meminfo != "" && filepath.Clean(dir) == filepath.Clean(mount) && !exists(filepath.Join(dir, "memory.current")) {
+		if err := readRootMemory(m, dir, meminfo, s); err != nil {
+			errs = append(errs, err)
+		}
+	} else if st := stat("memory", "memory.current", cgroup2.StatMemory|cgroup2.StatMemoryEvents); st != nil && st.Memory != nil {
 		mem := st.Memory
 		s.Memory = &Memory{
 			Usage: mem.Usage, MaxUsage: mem.MaxUsage, WorkingSet: workingSet(mem.Usage, mem.InactiveFile),
@@ -62,11 +66,11 @@ func readV2(mount, name string, s *Sample, spec bool) error {
 		s.Pressure.Memory = psi(mem.PSI)
 	}
 	if st := stat("pids", "pids.current", cgroup2.StatPids); st != nil && st.Pids != nil {
-		procs, err := m.Procs(false)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("processes: %w", vanished(dir, err)))
-		} else {
-			s.Pids = &Pids{Processes: uint64(len(procs)), Threads: st.Pids.Current, ThreadsMax: limitOrZero(st.Pids.Limit)}
+		procs, err := countProcs(filepath.Join(dir, "cgroup.procs"))
+		if err == nil {
+			s.Pids = &Pids{Processes: procs, Threads: st.Pids.Current, ThreadsMax: limitOrZero(st.Pids.Limit)}
+		} else if err = vanished(dir, err); !notExist(err) {
+			errs = append(errs, fmt.Errorf("processes: %w", err))
 		}
 	}
 	if spec {
@@ -130,25 +134,26 @@ func psi(p *v2stats.PSIStats) *PSI {
 // or a runtime that does not mirror its cgroups into the v2 hierarchy)
 // leaves its resource out without an error.
 func readPressure(dir string, p *Pressure) error {
-	var errs []error
-	for _, f := range []struct {
-		file string
-		dst  **PSI
-	}{{"cpu.pressure", &p.CPU}, {"memory.pressure", &p.Memory}, {"io.pressure", &p.IO}} {
-		data, err := os.ReadFile(filepath.Join(dir, f.file))
-		if notExist(err) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("reading %s: %w", filepath.Join(dir, f.file), err))
-			continue
-		}
-		psi, err := ParsePSI(data)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("reading %s: %w", filepath.Join(dir, f.file), err))
-			continue
-		}
-		*f.dst = &psi
+	return errors.Join(
+		readPSIFile(filepath.Join(dir, "cpu.pressure"), &p.CPU),
+		readPSIFile(filepath.Join(dir, "memory.pressure"), &p.Memory),
+		readPSIFile(filepath.Join(dir, "io.pressure"), &p.IO))
+}
+
+// readPSIFile reads one pressure file into *dst; a missing file leaves
+// *dst nil.
+func readPSIFile(path string, dst **PSI) error {
+	data, err := readFile(path)
+	if notExist(err) {
+		return nil
 	}
-	return errors.Join(errs...)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	psi, err := ParsePSI(data)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	*dst = &psi
+	return nil
 }

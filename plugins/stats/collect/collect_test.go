@@ -1,7 +1,9 @@
 package collect
 
 import (
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,6 +54,32 @@ func writeV1(t testing.TB, root, name string, cpuNs, usage int) {
 	}
 }
 
+// writeV2 writes a v2 cgroup under root with the same usage as writeV1.
+// The root cgroup gets the files the kernel has there (no memory.current:
+// the node's usage comes from newNodeOn's meminfo).
+func writeV2(t testing.TB, root, name string, cpuNs, usage int) {
+	t.Helper()
+	files := map[string]string{
+		"cpu.stat":              "usage_usec " + itoa(cpuNs/1000) + "\nuser_usec 1\nsystem_usec 1\n",
+		"memory.stat":           "anon " + itoa(usage-1<<20) + "\nfile 1048576\nfile_mapped 0\ninactive_file 1048576\n",
+		"cgroup.procs":          "1\n",
+		"cpuset.cpus.effective": "0-3",
+		"cpuset.mems.effective": "0",
+	}
+	if name == "/" {
+		files["cgroup.controllers"] = "cpuset cpu io memory pids"
+	} else {
+		maps.Copy(files, map[string]string{
+			"memory.current": itoa(usage), "memory.peak": itoa(usage), "memory.max": "max",
+			"memory.events": "low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n",
+			"pids.current":  "1", "pids.max": "max", "cpu.max": "max 100000", "cpu.weight": "1",
+		})
+	}
+	for file, content := range files {
+		writeFile(t, root, path.Join(name, file), content)
+	}
+}
+
 func writeFile(t testing.TB, root, path, content string) {
 	t.Helper()
 	full := filepath.Join(root, path)
@@ -69,15 +97,22 @@ type node struct {
 	now    time.Time
 }
 
-func newNode(t *testing.T) *node {
+func newNode(t *testing.T) *node { return newNodeOn(t, writeV1) }
+
+// newNodeOn writes the node's cgroups with write (writeV1 or writeV2), and
+// a meminfo whose MemTotal - MemFree is the root's usage.
+func newNodeOn(t *testing.T, write func(t testing.TB, root, name string, cpuNs, usage int)) *node {
 	t.Helper()
 	n := &node{root: t.TempDir(), shared: t.TempDir(), inv: inventory.New(), now: time.Unix(1_700_000_000, 0)}
-	writeV1(t, n.root, "/", 100e9, 1<<30)
-	writeV1(t, n.root, podCgroup, 3e9, 65<<20)
-	writeV1(t, n.root, ctrCgroup, 2e9, 33<<20)
+	const rootUsage, memTotal = 1 << 30, 8 << 30
+	write(t, n.root, "/", 100e9, rootUsage)
+	write(t, n.root, podCgroup, 3e9, 65<<20)
+	write(t, n.root, ctrCgroup, 2e9, 33<<20)
+	meminfo := filepath.Join(t.TempDir(), "meminfo")
+	writeFile(t, meminfo, "", "MemTotal: "+itoa(memTotal>>10)+" kB\nMemFree: "+itoa((memTotal-rootUsage)>>10)+" kB\nSwapTotal: 0 kB\nSwapFree: 0 kB")
 	layout, err := cgstats.Detect(n.root)
 	require.NoError(t, err)
-	reader, err := cgstats.NewReader(layout, cgstats.Options{SpecMaxAge: cgstats.DefaultSpecMaxAge})
+	reader, err := cgstats.NewReader(layout, cgstats.Options{SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: meminfo})
 	require.NoError(t, err)
 	n.c, err = New(n.inv, reader, Options{CacheFor: time.Second, Workers: 2, SharedDir: n.shared}, "nri_suite_stats", logrus.NewEntry(logrus.New()))
 	require.NoError(t, err)
@@ -127,8 +162,9 @@ container_start_time_seconds{container="app",id="/kubepods/burstable/poduid-web/
 	assert.Equal(t, 3, testutil.CollectAndCount(NewCAdvisor(n.c), "container_spec_cpu_shares"))
 }
 
+// The node series are there on v2 too, where the root cgroup has no
+// memory.current: its usage comes from meminfo.
 func TestResourceMetrics(t *testing.T) {
-	n := newNode(t)
 	const want = `
 # HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
 # TYPE container_cpu_usage_seconds_total counter
@@ -152,9 +188,40 @@ pod_memory_working_set_bytes{namespace="shop",pod="web"} 6.7108864e+07 170000000
 # TYPE resource_scrape_error gauge
 resource_scrape_error 0
 `
-	require.NoError(t, testutil.CollectAndCompare(NewResource(n.c), strings.NewReader(want),
-		"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "node_cpu_usage_seconds_total",
-		"node_memory_working_set_bytes", "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes", "resource_scrape_error"))
+	for _, tc := range []struct {
+		name  string
+		write func(t testing.TB, root, name string, cpuNs, usage int)
+	}{{"v1", writeV1}, {"v2", writeV2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNodeOn(t, tc.write)
+			require.NoError(t, testutil.CollectAndCompare(NewResource(n.c), strings.NewReader(want),
+				"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "node_cpu_usage_seconds_total",
+				"node_memory_working_set_bytes", "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes", "resource_scrape_error"))
+		})
+	}
+}
+
+// On v2, the root's cAdvisor memory series come from meminfo and the root
+// memory.stat, in /metrics/cadvisor's direct text as in its Collect.
+func TestCAdvisorNodeMemoryOnV2(t *testing.T) {
+	n := newNodeOn(t, writeV2)
+	const want = `
+# HELP container_memory_usage_bytes Current memory usage in bytes, including all memory regardless of when it was accessed
+# TYPE container_memory_usage_bytes gauge
+container_memory_usage_bytes{container="",id="/",image="",name="",namespace="",pod=""} 1.073741824e+09 1700000000000
+container_memory_usage_bytes{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 6.815744e+07 1700000000000
+container_memory_usage_bytes{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 3.4603008e+07 1700000000000
+# HELP container_memory_working_set_bytes Current working set in bytes.
+# TYPE container_memory_working_set_bytes gauge
+container_memory_working_set_bytes{container="",id="/",image="",name="",namespace="",pod=""} 1.072693248e+09 1700000000000
+container_memory_working_set_bytes{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 6.7108864e+07 1700000000000
+container_memory_working_set_bytes{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 3.3554432e+07 1700000000000
+`
+	require.NoError(t, testutil.CollectAndCompare(NewCAdvisor(n.c), strings.NewReader(want),
+		"container_memory_usage_bytes", "container_memory_working_set_bytes"))
+	var direct strings.Builder
+	require.NoError(t, NewCAdvisor(n.c).WriteText(&direct))
+	assert.Contains(t, direct.String(), `container_memory_working_set_bytes{container="",id="/",image="",name="",namespace="",pod=""} 1.072693248e+09 1700000000000`)
 }
 
 // The samples carry the time of the reading, as the kubelet's do.

@@ -27,6 +27,9 @@ type Options struct {
 	// ProcSwaps is the host's /proc/swaps: without swap, v1's memsw files
 	// are not read.
 	ProcSwaps string
+	// ProcMeminfo is the host's /proc/meminfo: on v2 the root cgroup's
+	// memory usage (node_memory_working_set_bytes) comes from it.
+	ProcMeminfo string
 	// Server is the stats endpoints' listener.
 	Server server.Options
 }
@@ -51,7 +54,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		deps.Log.WithError(err).Warn("assuming swap is on")
 		swap = true
 	}
-	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge})
+	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: opts.ProcMeminfo})
 	if err != nil {
 		return nil, err
 	}

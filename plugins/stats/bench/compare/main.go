@@ -257,7 +257,7 @@ func serveStats(parent string, pods int, mode string) error {
 	if err != nil {
 		return err
 	}
-	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge})
+	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: cgstats.DefaultMeminfo})
 	if err != nil {
 		return err
 	}
