@@ -9,7 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,7 +43,15 @@ import (
 //     helper.
 //  3. Deletion: removing a running pod (SIGTERM to every container at once)
 //     stops the sidecars after the main, in reverse order.
-//  4. Untouched: a pod with a native sidecar and no annotation runs exactly
+//  4. No shell: pods whose sidecar and main run the pause image (one static
+//     /pause, no shell, no other file): the main's PID 1 is /pause itself,
+//     the sidecar's /pause is the helper's child; when the main exits the
+//     pod completes with the sidecar stopped after it, and on deletion the
+//     sidecar's /pause outlives every main.
+//  5. Unknown sidecar: a listed sidecar that no container of the pod has
+//     fails the main after that sidecar's timeout (on-timeout fail), with a
+//     message in the main's log that says so, and the pod completes.
+//  6. Untouched: a pod with a native sidecar and no annotation runs exactly
 //     its own command, without the helper's mounts.
 //
 // A runtime that drops NRI args adjustments (CRI-O 1.34.0) cannot run the
@@ -162,6 +173,32 @@ func testRealNode(t *testing.T, rt string) {
 		assert.NoDirExists(t, filepath.Join(stateDir, app.PodUID), "removed with the pod")
 	})
 
+	t.Run("NoShellImage", func(t *testing.T) {
+		ordered(t)
+		n.noShellJob(t)
+		n.noShellDeletion(t)
+	})
+
+	t.Run("UnknownSidecar", func(t *testing.T) {
+		ordered(t)
+		// "ghost" is no container of the pod: NRI does not show the pod's
+		// spec, so the main's helper finds out by waiting its timeout.
+		pod := pausePod("ghost")
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+		pod.Annotations[annotations.Sidecars] = "proxy,ghost"
+		pod.Annotations[annotations.ReadyTimeout+"/container.ghost"] = "2s"
+		require.NoError(t, n.sb.WritePod(pod))
+		n.waitPhase(t, pod.Name, corev1.PodFailed)
+		assert.Equal(t, helper.ExitFailed, n.exitCode(t, pod.Name, "app"), "on-timeout fail: the main's command is not started")
+		assert.Equal(t, 0, n.exitCode(t, pod.Name, "proxy"), "the sidecar is stopped once the main has exited")
+		logPath := n.inspect(t, n.containerID(t, pod.Name, "app")).Status.LogPath
+		log, err := os.ReadFile(logPath)
+		require.NoError(t, err)
+		assert.Contains(t, string(log), "sidecar ghost was not ready (process) within 2s: no container of that name runs in this pod")
+		assert.Contains(t, string(log), "on-timeout is fail: not starting the command")
+		require.NoError(t, n.sb.RemovePod(n.ctx, pod.Name))
+	})
+
 	t.Run("NativeSidecarUntouched", func(t *testing.T) {
 		pod := sandbox.BusyboxPod("native", "main")
 		always := corev1.ContainerRestartPolicyAlways
@@ -189,6 +226,9 @@ func (n *realNode) argsApplied(t *testing.T) bool {
 	require.NoError(t, err)
 	args := n.processArgs(t, proxy.ID)
 	t.Logf("%s runs the sidecar with args %q", n.sb.Runtime().Name(), args)
+	// The rest of the adjustment is applied either way (the README says so).
+	out, err := n.sb.CRI().Exec(n.ctx, proxy.ID, "ls", helper.MountDir)
+	assert.NoError(t, err, "the helper's mounts in the first annotated container: %s", out)
 	require.NoError(t, n.sb.RemovePod(n.ctx, pod.Name))
 	return args[0] == helper.BinaryPath
 }
@@ -250,21 +290,10 @@ func eventuallyEvent(t *testing.T, rec, event string) {
 	})
 }
 
-// poll retries check until it succeeds, within a bound far above what a
-// step needs.
+// poll waits for check to pass, within a bound far above what a step needs.
 func poll(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	sandbox.Eventually(t, sandbox.TestContext(t), 60*time.Second, 200*time.Millisecond, what, check)
 }
 
 // waitPhase waits until the kubelet reports the static pod in phase.
@@ -321,10 +350,13 @@ func (n *realNode) containerID(t *testing.T, name, c string) string {
 // crictlInspect is the part of `crictl inspect` this test reads.
 type crictlInspect struct {
 	Status struct {
-		State    string `json:"state"`
-		ExitCode int    `json:"exitCode"`
+		State      string    `json:"state"`
+		ExitCode   int       `json:"exitCode"`
+		FinishedAt time.Time `json:"finishedAt"`
+		LogPath    string    `json:"logPath"`
 	} `json:"status"`
 	Info struct {
+		PID         int `json:"pid"`
 		RuntimeSpec struct {
 			Process struct {
 				Args []string `json:"args"`
@@ -384,4 +416,157 @@ func (n *realNode) eventuallyMetric(t *testing.T, metric string, min float64) {
 		}
 		return fmt.Errorf("no sample %s", metric)
 	})
+}
+
+// pausePod is an annotated pod whose sidecar "proxy" and main "app" run the
+// pause image: a static /pause and no other file, no shell. Neither has a
+// command, so what the helper runs is the image's entrypoint.
+func pausePod(name string) *corev1.Pod {
+	pod := sandbox.BusyboxPod(name, "proxy", "app")
+	pod.Spec.TerminationGracePeriodSeconds = new(int64(30))
+	pod.Annotations = map[string]string{
+		annotations.Sidecars:     "proxy",
+		annotations.Ready:        "process",
+		annotations.ReadyTimeout: "30s",
+		annotations.OnTimeout:    "fail",
+		annotations.HoldTimeout:  "10s",
+		annotations.StopGrace:    "5s",
+	}
+	for i := range pod.Spec.Containers {
+		pod.Spec.Containers[i].Image, pod.Spec.Containers[i].Command = sandbox.PauseImage, nil
+	}
+	return pod
+}
+
+// pauseBehindHelper checks that the pause containers of pod name run the
+// image's /pause behind the helper, seen from the host (the image has no
+// cat to read /proc with): the main's PID 1 becomes /pause itself, exec'd
+// by the helper; the sidecar's PID 1 is the helper, with /pause as its
+// child. It returns the host PIDs of the main's and the sidecar's /pause.
+func (n *realNode) pauseBehindHelper(t *testing.T, name string) (app, proxy int) {
+	t.Helper()
+	pids := map[string]int{}
+	for _, c := range []struct{ name, role string }{{"proxy", helper.RoleSidecar}, {"app", helper.RoleMain}} {
+		ctr, err := n.sb.WaitContainer(n.ctx, name, c.name)
+		require.NoError(t, err)
+		assert.Equal(t, append(helperArgs(c.role, c.name), "/pause"), n.processArgs(t, ctr.ID),
+			"container %s: the helper in front of the image's entrypoint", c.name)
+		out, err := n.sb.CRI().Exec(n.ctx, ctr.ID, "sh", "-c", "true")
+		require.Error(t, err, "container %s: the pause image has no shell: %s", c.name, out)
+		pids[c.name] = n.inspect(t, ctr.ID).Info.PID
+		require.Positive(t, pids[c.name], "host PID of container %s", c.name)
+	}
+	poll(t, "the main's helper to exec /pause", func() error {
+		if got := hostCmdline(pids["app"]); !slices.Equal(got, []string{"/pause"}) {
+			return fmt.Errorf("PID 1 of app runs %q", got)
+		}
+		return nil
+	})
+	assert.Equal(t, append(helperArgs(helper.RoleSidecar, "proxy"), "/pause"), hostCmdline(pids["proxy"]),
+		"PID 1 of the sidecar is the helper")
+	var children []int
+	poll(t, "the sidecar's helper to start /pause", func() error {
+		if children = hostChildren(pids["proxy"]); len(children) != 1 {
+			return fmt.Errorf("children of the sidecar's helper: %v", children)
+		}
+		return nil
+	})
+	assert.Equal(t, []string{"/pause"}, hostCmdline(children[0]), "the sidecar's helper runs /pause as its child")
+	return pids["app"], children[0]
+}
+
+// noShellJob: the main's /pause exits 0 on SIGTERM like a Job's main
+// completing; the sidecar's helper then stops its /pause and the kubelet
+// reports the pod Succeeded, the sidecar having finished after the main.
+func (n *realNode) noShellJob(t *testing.T) {
+	pod := pausePod("no-shell-job")
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	require.NoError(t, n.sb.WritePod(pod))
+	app, _ := n.pauseBehindHelper(t, pod.Name)
+	require.NoError(t, syscall.Kill(app, syscall.SIGTERM))
+	n.waitPhase(t, pod.Name, corev1.PodSucceeded)
+	finished := map[string]time.Time{}
+	for _, c := range []string{"proxy", "app"} {
+		assert.Equal(t, 0, n.exitCode(t, pod.Name, c), "container %s", c)
+		finished[c] = n.inspect(t, n.containerID(t, pod.Name, c)).Status.FinishedAt
+	}
+	assert.True(t, finished["proxy"].After(finished["app"]),
+		"the sidecar finished after the main: app at %s, proxy at %s", finished["app"], finished["proxy"])
+	require.NoError(t, n.sb.RemovePod(n.ctx, pod.Name))
+}
+
+// noShellDeletion: a pause pod with a second main that takes 1 s to exit
+// after SIGTERM is deleted (SIGTERM to every container at once): the
+// sidecar's /pause, watched from the host, exits only after both mains.
+func (n *realNode) noShellDeletion(t *testing.T) {
+	rec := t.TempDir()
+	pod := pausePod("no-shell-deleted")
+	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	pod.Spec.Volumes = []corev1.Volume{{Name: "rec", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: rec}}}}
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "slow", Image: sandbox.BusyboxImage,
+		ImagePullPolicy: corev1.PullNever, VolumeMounts: []corev1.VolumeMount{{Name: "rec", MountPath: "/rec"}},
+		Command: []string{"sh", "-c", `trap 'sleep 1; echo slow-exit >> /rec/events; exit 0' TERM; while true; do sleep 1 & wait; done`}})
+	require.NoError(t, n.sb.WritePod(pod))
+	app, proxy := n.pauseBehindHelper(t, pod.Name)
+	_, err := n.sb.WaitContainer(n.ctx, pod.Name, "slow")
+	require.NoError(t, err)
+
+	// What had happened when the sidecar's /pause exited.
+	type seen struct {
+		exited, appExited bool
+		events            string
+	}
+	watched := make(chan seen, 1)
+	go func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for !hostExited(proxy) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		events, _ := os.ReadFile(filepath.Join(rec, "events"))
+		watched <- seen{exited: hostExited(proxy), appExited: hostExited(app), events: string(events)}
+	}()
+	require.NoError(t, n.sb.RemovePod(n.ctx, pod.Name))
+	got := <-watched
+	require.True(t, got.exited, "the sidecar's /pause exited")
+	assert.True(t, got.appExited, "the pause main had exited when the sidecar's /pause did")
+	assert.Equal(t, []string{"slow-exit"}, strings.Fields(got.events), "the slow main had exited when the sidecar's /pause did")
+}
+
+// hostCmdline is the command line of a host process; nil once it is gone.
+func hostCmdline(pid int) []string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(data) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
+}
+
+// hostChildren are the PIDs of a host process' children. The kernel lists
+// them per thread (the one that forked), and the helper is a Go program
+// with several threads: every thread's list counts.
+func hostChildren(pid int) []int {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var pids []int
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		for _, f := range strings.Fields(string(data)) {
+			if child, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, child)
+			}
+		}
+	}
+	return pids
+}
+
+// hostExited says whether a host process has exited: gone, or a zombie.
+func hostExited(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself hold any character.
+	rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
+	fields := strings.Fields(rest)
+	return len(fields) == 0 || fields[0] == "Z" || fields[0] == "X"
 }

@@ -65,6 +65,8 @@ func TestParseErrors(t *testing.T) {
 			`annotation sidecar-order.nri-suite.io/sidecars="a,,b": want a comma-separated list without empty elements`},
 		{"duplicate", map[string]string{annotations.Sidecars: "proxy,logs,proxy"},
 			`annotation sidecar-order.nri-suite.io/sidecars="proxy,logs,proxy": want distinct container names, but "proxy" appears twice`},
+		{"duplicated main", map[string]string{annotations.Sidecars: "proxy", annotations.Mains: "app,app"},
+			`annotation sidecar-order.nri-suite.io/mains="app,app": want distinct container names, but "app" appears twice`},
 		{"not a container name", map[string]string{annotations.Sidecars: "Proxy"},
 			`want container names (lowercase letters, digits and '-', at most 63), but "Proxy" is not one`},
 		{"main is a sidecar", map[string]string{annotations.Sidecars: "proxy", annotations.Mains: "app,proxy"},

@@ -384,15 +384,77 @@ func TestTimeouts(t *testing.T) {
 	}
 }
 
+// TestNeverReady: a sidecar whose readiness check never passes, for each
+// kind (including an exec: program that the image does not have), holds
+// neither the next sidecar nor the main beyond its timeout, and keeps
+// running: a timeout is not a reason to stop it.
+func TestNeverReady(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedPort := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	for _, tc := range []struct {
+		name  string
+		ready coord.Readiness
+	}{
+		{"missing file", coord.Readiness{Kind: coord.ReadyFile, Target: "/nonexistent/never"}},
+		{"closed port", coord.Readiness{Kind: coord.ReadyTCP, Target: closedPort}},
+		{"program not in the image", coord.Readiness{Kind: coord.ReadyExec, Target: "/nonexistent/check"}},
+		{"failing program", coord.Readiness{Kind: coord.ReadyExec, Target: "/bin/false"}},
+	} {
+		ready := tc.ready
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPod(t, coord.Pod{Sidecars: []coord.Sidecar{
+				sidecar("never", ready, 300*time.Millisecond, coord.OnTimeoutStart),
+				sidecar("next", coord.Readiness{Kind: coord.ReadyProcess}, time.Hour, coord.OnTimeoutFail)}})
+			never := p.start(helper.RoleSidecar, "never", longRunning("never")...)
+			next := p.start(helper.RoleSidecar, "next", longRunning("next")...)
+			m := p.main("app", "next", "exit 0")
+			assert.Equal(t, 0, m.exit(t), m.stderr.String())
+			assert.True(t, hasEvent(p, "app_started_pid="+strconv.Itoa(m.cmd.Process.Pid)+"_sidecar=ready")(),
+				"the main started once the next sidecar was ready: %v", p.events())
+			assert.Contains(t, m.stderr.String(), "sidecar never was not ready ("+ready.String()+") within 300ms: its helper runs")
+			assert.Contains(t, next.stderr.String(), "sidecar never was not ready ("+ready.String()+") within 300ms; starting anyway")
+			assert.True(t, never.running(), "the sidecar that never became ready keeps running")
+			assert.False(t, p.dir.SidecarReady("never"))
+
+			// A sidecar's helper reports when its command exits.
+			for _, s := range []*proc{next, never} {
+				require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+				assert.Equal(t, 0, s.exit(t), s.stderr.String())
+			}
+			reports, err := p.dir.TakeReports()
+			require.NoError(t, err)
+			timedOut := map[string][]string{}
+			for _, r := range reports {
+				timedOut[r.Container] = r.TimedOut
+			}
+			assert.Equal(t, map[string][]string{"app": {"never"}, "next": {"never"}, "never": nil}, timedOut)
+		})
+	}
+}
+
 // TestUnknownSidecar: a sidecar that was never created shows in the
 // timeout message, and a helper told to be a sidecar that is not in the
 // spec refuses.
 func TestUnknownSidecar(t *testing.T) {
-	p := newPod(t, coord.Pod{Sidecars: []coord.Sidecar{sidecar("ghost", coord.Readiness{Kind: coord.ReadyProcess}, 200*time.Millisecond, coord.OnTimeoutStart)}})
-	m := p.main("app", "ghost", "exit 0")
-	assert.Equal(t, 0, m.exit(t))
-	assert.Contains(t, m.stderr.String(), "sidecar ghost was not ready (process) within 200ms: no container of that name runs in this pod")
+	for _, tc := range []struct {
+		onTimeout string
+		code      int
+	}{
+		{coord.OnTimeoutStart, 0},
+		{coord.OnTimeoutFail, helper.ExitFailed},
+	} {
+		t.Run(tc.onTimeout, func(t *testing.T) {
+			p := newPod(t, coord.Pod{Sidecars: []coord.Sidecar{sidecar("ghost", coord.Readiness{Kind: coord.ReadyProcess}, 200*time.Millisecond, tc.onTimeout)}})
+			m := p.main("app", "ghost", "exit 0")
+			assert.Equal(t, tc.code, m.exit(t), m.stderr.String())
+			assert.Contains(t, m.stderr.String(), "sidecar ghost was not ready (process) within 200ms: no container of that name runs in this pod")
+			assert.Equal(t, tc.code == 0, hasEvent(p, "app_started_pid="+strconv.Itoa(m.cmd.Process.Pid)+"_sidecar=not-ready")())
+		})
+	}
 
+	p := newPod(t, coord.Pod{Sidecars: []coord.Sidecar{sidecar("ghost", coord.Readiness{Kind: coord.ReadyProcess}, time.Hour, coord.OnTimeoutStart)}})
 	s := p.start(helper.RoleSidecar, "other", "/bin/true")
 	assert.Equal(t, helper.ExitFailed, s.exit(t))
 	assert.Contains(t, s.stderr.String(), "runs as a sidecar, but the pod's sidecars are [ghost]")
@@ -430,6 +492,36 @@ func TestCoordinationDirGone(t *testing.T) {
 		assert.Equal(t, 4, s.exit(t), "the sidecar started anyway and its exit code passed through")
 		assert.Contains(t, s.stderr.String(), "disappeared while waiting for sidecar first; starting anyway")
 		assert.True(t, hasEvent(p, "second_running")())
+	})
+	t.Run("while running", func(t *testing.T) {
+		// Without the directory nothing tells whether the mains exited:
+		// the sidecar keeps running, and a SIGTERM is forwarded at once
+		// instead of being held for the (hour-long) hold-timeout.
+		p := newPod(t, coord.Pod{StopAfterMains: true, Sidecars: []coord.Sidecar{
+			sidecar("proxy", coord.Readiness{Kind: coord.ReadyProcess}, time.Hour, coord.OnTimeoutFail)}})
+		require.NoError(t, p.dir.RegisterMain("app"))
+		s := p.start(helper.RoleSidecar, "proxy", longRunning("proxy")...)
+		m := p.main("app", "proxy", `while :; do sleep 0.05; done`)
+		eventually(t, "the main's command", hasEvent(p, "app_started_pid="+strconv.Itoa(m.cmd.Process.Pid)+"_sidecar=ready"))
+		require.NoError(t, os.RemoveAll(p.dir.Path))
+		time.Sleep(10 * poll) // many of the sidecar's looks at the mains
+		assert.True(t, s.running(), "a missing directory is not mains that exited")
+		require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+		assert.Equal(t, 0, s.exit(t), s.stderr.String())
+		assert.Equal(t, []string{"proxy_term"}, filter(p.events(), "_exit", "_term"))
+		require.NoError(t, m.cmd.Process.Kill())
+		m.exit(t)
+	})
+	t.Run("damaged", func(t *testing.T) {
+		for _, role := range []string{helper.RoleMain, helper.RoleSidecar} {
+			p := newPod(t, coord.Pod{Sidecars: []coord.Sidecar{
+				sidecar("proxy", coord.Readiness{Kind: coord.ReadyProcess}, time.Hour, coord.OnTimeoutFail)}})
+			require.NoError(t, os.WriteFile(filepath.Join(p.dir.Path, "pod.json"), []byte(`{"sidecars": [`), 0o644))
+			h := p.start(role, "proxy", "/bin/true")
+			assert.Equal(t, helper.ExitFailed, h.exit(t), role)
+			assert.Contains(t, h.stderr.String(), "decoding the pod's sidecar spec "+filepath.Join(p.dir.Path, "pod.json"), role)
+			assert.Contains(t, h.stderr.String(), "is missing or damaged", role)
+		}
 	})
 	t.Run("missing", func(t *testing.T) {
 		p := &testPod{t: t, dir: coord.Dir{Path: filepath.Join(t.TempDir(), "none")}}
