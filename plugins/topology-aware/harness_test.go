@@ -731,3 +731,39 @@ func (n *node) scrape(t testing.TB) string {
 	require.NoError(t, err)
 	return string(body)
 }
+
+// twoContainerPod is a Guaranteed pod of two containers of cpu CPUs each.
+func twoContainerPod(t *testing.T, name, cpu string) *v1.Pod {
+	manifest := guaranteedPod(t, name, cpu, nil)
+	second := *manifest.Spec.Containers[0].DeepCopy()
+	second.Name = "second"
+	manifest.Spec.Containers = append(manifest.Spec.Containers, second)
+	return manifest
+}
+
+// TestPodScopeAdmitsPodsAsUnits: under topology-scope pod, a pod's first
+// container reserves the whole pod on its NUMA affinity (from the sums the
+// sandbox carries), so that a pod created between its containers cannot
+// take what its second container needs; the reservation goes with the pod.
+func TestPodScopeAdmitsPodsAsUnits(t *testing.T) {
+	n := startNode(t, "snc-2s-4n-80c", nodeOptions{config: "topology-policy: restricted\ntopology-scope: pod\n"})
+	idle := n.rt.RunPod(t, pod(t, "besteffort.yaml")).Container("idle")
+	a := n.rt.NewPod(t, twoContainerPod(t, "pair", "8"))
+	require.NoError(t, n.rt.RunPodSandbox(a))
+	require.NoError(t, n.rt.CreateContainer(a.Container("app")))
+	first := cpus(t, a.Container("app"))
+	require.Equal(t, map[int]int{0: 8}, n.perNode(first))
+	assert.Equal(t, 4, cpus(t, idle).Intersection(n.topo.CPUsOfNode(0)).Size(), "the pod's 16 CPUs of node 0 left the shared pool")
+
+	between := cpus(t, n.rt.RunPod(t, guaranteedPod(t, "between", "8", nil)).Container("app"))
+	assert.Equal(t, map[int]int{1: 8}, n.perNode(between), "node 0 keeps only 4 CPUs for other pods")
+
+	require.NoError(t, n.rt.CreateContainer(a.Container("second")))
+	second := cpus(t, a.Container("second"))
+	assert.Equal(t, map[int]int{0: 8}, n.perNode(second), "the pod's second container finds its CPUs")
+	assert.True(t, first.Intersection(second).IsEmpty())
+
+	n.rt.RemovePod(t, a)
+	after := cpus(t, n.rt.RunPod(t, guaranteedPod(t, "after", "16", nil)).Container("app"))
+	assert.Equal(t, map[int]int{0: 16}, n.perNode(after), "the pod's reservation went with it")
+}

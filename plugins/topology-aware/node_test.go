@@ -380,23 +380,10 @@ func pickFields(m map[string]string, keys ...string) map[string]string {
 	return out
 }
 
-// nodePoll calls check every 100 ms until it returns nil; after 30 s the test
-// fails with check's last error.
+// nodePoll waits for check to pass, within 30 s.
 func nodePoll(t *testing.T, ctx context.Context, what string, check func() error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	sandbox.Eventually(t, ctx, 30*time.Second, 100*time.Millisecond, what, check)
 }
 
 func nodeCPUSet(t *testing.T, list string) cpuset.CPUSet {

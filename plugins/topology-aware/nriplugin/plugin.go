@@ -269,6 +269,38 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return nil
 }
 
+// StopPodSandbox releases what the Topology Manager's pod scope holds for
+// the pod. NRI lets it return no updates: the shared containers it grows
+// get theirs through the Updater, and at the latest with the next event
+// that can return updates.
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.releasePodLocked(pod)
+	return nil
+}
+
+// RemovePodSandbox is StopPodSandbox for a sandbox removed without a stop.
+func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	return p.StopPodSandbox(ctx, pod)
+}
+
+func (p *Plugin) releasePodLocked(pod *api.PodSandbox) {
+	if p.pol == nil {
+		return
+	}
+	changed, held := p.pol.ReleasePod(pod.GetUid())
+	for _, pl := range changed {
+		p.pending[pl.ContainerID] = true
+		p.reapply.Queue(pl.ContainerID, logrus.Fields{"container_id": pl.ContainerID})
+	}
+	if held {
+		p.persist.Changed()
+		p.log.WithFields(logrus.Fields{"pod": pod.GetName(), "namespace": pod.GetNamespace(), "updated": len(changed)}).
+			Info("released the pod's reservation")
+	}
+}
+
 // releaseLocked forgets the container and returns the placements that
 // changed; a container the policy does not know is a no-op.
 func (p *Plugin) releaseLocked(pod *api.PodSandbox, ctr *api.Container) []policy.Placement {

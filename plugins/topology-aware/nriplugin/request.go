@@ -83,10 +83,15 @@ func (b RequestBuilder) Build(pod *api.PodSandbox, ctr *api.Container, res *api.
 		CPULessMemory: prefs.CPULessMemory,
 		Devices:       devices,
 	}
+	// The whole pod's sums, which the kubelet gives the sandbox: the pod
+	// scope admits and reserves the pod as a unit from them.
+	podRes := k8s.EstimateResources(pod.GetLinux().GetPodResources())
+	req.PodCPURequest = podRes.CPURequest
 	// The Memory Manager accounts only for Guaranteed containers, whose
 	// request equals their limit.
 	if c.QOS == k8s.QOSGuaranteed {
 		req.Memory = c.Resources.MemoryLimit
+		req.PodMemory = podRes.MemoryLimit
 	}
 	return req, c.Identity, errors.Join(errs...)
 }

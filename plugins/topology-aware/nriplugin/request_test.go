@@ -22,10 +22,11 @@ func TestBuildRequest(t *testing.T) {
 		{"guaranteed-2cpu.yaml", "app", policy.Request{
 			Namespace: "default", Pod: "exclusive", Container: "app", QOS: k8s.QOSGuaranteed,
 			CPURequest: 2000, CPULimit: 2000, Memory: 256 << 20, HugePages: map[uint64]int64{2 << 20: 4 << 20},
+			PodCPURequest: 2000, PodMemory: 256 << 20, // the sandbox's sums: hugepages are not among them
 		}},
 		{"burstable.yaml", "web", policy.Request{
 			Namespace: "default", Pod: "burstable", Container: "web", QOS: k8s.QOSBurstable,
-			CPURequest: 250, CPULimit: 1000,
+			CPURequest: 250, CPULimit: 1000, PodCPURequest: 250, // no pod memory: not Guaranteed
 		}},
 		{"besteffort.yaml", "idle", policy.Request{
 			Namespace: "default", Pod: "besteffort", Container: "idle", QOS: k8s.QOSBestEffort,
@@ -33,10 +34,12 @@ func TestBuildRequest(t *testing.T) {
 		{"annotated-shared.yaml", "app", policy.Request{
 			Namespace: "default", Pod: "annotated-shared", Container: "app", QOS: k8s.QOSGuaranteed,
 			CPURequest: 2000, CPULimit: 2000, Memory: 128 << 20, CPU: policy.CPUShared,
+			PodCPURequest: 2000, PodMemory: 128 << 20,
 		}},
 		{"require-isolated.yaml", "rt", policy.Request{
 			Namespace: "default", Pod: "isolated", Container: "rt", QOS: k8s.QOSGuaranteed,
 			CPURequest: 2000, CPULimit: 2000, Memory: 128 << 20, CPU: policy.CPUIsolatedRequire,
+			PodCPURequest: 2000, PodMemory: 128 << 20,
 		}},
 	}
 	for _, tc := range tests {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -40,6 +42,9 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 		return nil, fmt.Errorf("synchronize: build the policy: %w", err)
 	}
 	saved, source := p.savedStateLocked()
+	saved.Pods = slices.DeleteFunc(saved.Pods, func(s policy.SavedPod) bool {
+		return !slices.ContainsFunc(pods, func(pod *api.PodSandbox) bool { return pod.GetUid() == s.PodUID })
+	})
 	running := p.running(pods, ctrs)
 
 	start := time.Now()
@@ -146,8 +151,13 @@ func (p *Plugin) logRestore(report policy.RestoreReport, saved policy.Snapshot, 
 	for _, id := range report.Dropped {
 		entry(id).Info("dropped placement of a container that no longer runs")
 	}
+	for _, uid := range slices.Sorted(maps.Keys(report.DroppedPods)) {
+		p.log.WithFields(logrus.Fields{"pod_uid": uid, "reason": report.DroppedPods[uid]}).
+			Warn("dropped a pod's reservation (topology manager scope pod) that could not be restored")
+	}
 	p.log.WithFields(logrus.Fields{
 		"source": source, "containers": len(running), "kept": len(report.Kept), "adopted": len(report.Adopted),
 		"replaced": len(report.Replaced), "dropped": len(report.Dropped), "updates": len(report.Updates),
+		"pods_kept": len(saved.Pods) - len(report.DroppedPods),
 	}).Info("restored placements")
 }

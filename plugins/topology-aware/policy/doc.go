@@ -16,10 +16,12 @@
 //     static policy: a Guaranteed container with an integer CPU request gets
 //     that many exclusive CPUs; everything else shares the shared pool.
 //  3. Topology Manager (hints.go). For a grant, CPUs, memory and devices
-//     (and, under the pod scope, the pod's first affinity) offer NUMA hints;
-//     the policy (none, best-effort, restricted, single-numa-node) merges them
-//     as the kubelet does and admits the container or fails it, saying which
-//     resource could not be aligned and where.
+//     offer NUMA hints; the policy (none, best-effort, restricted,
+//     single-numa-node) merges them as the kubelet does and admits the
+//     container or fails it, saying which resource could not be aligned and
+//     where. Under the pod scope (pod.go) a pod's first grant admits the
+//     whole pod from its sums and reserves its CPUs and memory; its later
+//     containers take their grants from the reservation, on its affinity.
 //  4. Choosing CPUs (cpuassign.go), exactly as the kubelet's static policy:
 //     the CPUs of the admitted NUMA nodes first; whole sockets and NUMA nodes,
 //     then (align-by-uncore-cache) whole uncore caches, then whole cores, then
@@ -35,7 +37,8 @@
 //     group there can hold it, else, as the kubelet, on the Memory
 //     Manager's best hint. cpuset.mems is the group, or the nodes of the CPUs; CPU-less
 //     memory nodes (HBM, PMEM, CXL) are added, the closest by distance, only
-//     for containers that ask for them.
+//     for containers that ask for them, and such a grant holds its memory
+//     on them too (cpuless.go).
 //  6. The shared pool never becomes empty while shared containers exist: a
 //     grant that would empty it fails. When it changes, every shared
 //     container's placement changes with it, and Allocate, Resize and

@@ -3,6 +3,8 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 )
@@ -16,9 +18,12 @@ import (
 //     shared containers exist; every shared container runs on exactly it;
 //   - reserved containers run on the reserved CPUs;
 //   - every container's Mems are the nodes its placement implies;
-//   - the Memory Manager's free memory plus what containers hold is what
-//     each node has, every node's group is that of its containers, and
-//     groups do not overlap.
+//   - the Memory Manager's free memory plus what containers and pods hold
+//     is what each node has, every node's group is that of its containers
+//     and pods, and groups do not overlap;
+//   - a pod's reservation (pod scope) overlaps no other pod's CPUs nor the
+//     reserved or isolated CPUs, records exactly what its containers use of
+//     it, and every pod counts its containers.
 func (p *Policy) Check() error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -66,6 +71,7 @@ func (p *Policy) Check() error {
 			fail("container %s: mems %q, expected %q", id, pl.Mems, want)
 		}
 	}
+	exclusive = exclusive.Union(p.checkPods(fail))
 	if !exclusive.Equal(p.exclusive) || !isolated.Equal(p.isolatedUsed) {
 		fail("granted CPUs recorded as %q exclusive and %q isolated, the containers hold %q and %q",
 			p.exclusive, p.isolatedUsed, exclusive, isolated)
@@ -83,6 +89,64 @@ func (p *Policy) Check() error {
 	return errors.Join(errs...)
 }
 
+// checkPods checks the pods and their reservations, and returns the CPUs
+// the reservations hold.
+func (p *Policy) checkPods(fail func(string, ...any)) cpuset.CPUSet {
+	counts := map[string]int{}
+	used := map[string]cpuset.CPUSet{}
+	memUsed := map[string]map[memoryResource]uint64{}
+	for _, id := range p.sortedIDs() {
+		e := p.containers[id]
+		uid := e.pl.PodUID
+		counts[uid]++
+		r := p.reservationOf(uid)
+		if r == nil {
+			continue
+		}
+		if e.pl.Pool == PoolExclusive {
+			used[uid] = used[uid].Union(e.pl.CPUs.Intersection(r.cpus))
+		}
+		if memUsed[uid] == nil {
+			memUsed[uid] = map[memoryResource]uint64{}
+		}
+		for res, size := range inPod(e, r) {
+			memUsed[uid][res] += size
+		}
+	}
+	var held cpuset.CPUSet
+	for _, uid := range slices.Sorted(maps.Keys(p.pods)) {
+		pod := p.pods[uid]
+		if pod.containers != counts[uid] || pod.containers == 0 && (pod.res == nil || pod.closing) {
+			fail("pod %s: %d containers recorded, %d placed", uid, pod.containers, counts[uid])
+		}
+		r := pod.res
+		if r == nil {
+			continue
+		}
+		if o := r.cpus.Intersection(held.Union(p.reserved).Union(p.isolated)); !o.IsEmpty() || !r.cpus.IsSubsetOf(p.available) {
+			fail("pod %s: reserved CPUs %q overlap another pod's, the reserved or the isolated CPUs on %q, or are not all available", uid, r.cpus, o)
+		}
+		for _, id := range p.sortedIDs() {
+			if e := p.containers[id]; e.pl.PodUID != uid && (e.pl.Pool == PoolExclusive || e.pl.Pool == PoolIsolated) {
+				if o := e.pl.CPUs.Intersection(r.cpus); !o.IsEmpty() {
+					fail("pod %s: reserved CPUs %q granted to container %s of another pod on %q", uid, r.cpus, id, o)
+				}
+			}
+		}
+		if !r.used.Equal(used[uid]) {
+			fail("pod %s: reservation records %q as used, its containers hold %q of it", uid, r.used, used[uid])
+		}
+		reserved := total(r.held)
+		for _, res := range slices.Sorted(maps.Keys(reserved)) {
+			if r.memUsed[res] != memUsed[uid][res] || r.memUsed[res] > reserved[res] {
+				fail("pod %s: %s: reservation of %d bytes records %d used, its containers use %d", uid, res, reserved[res], r.memUsed[res], memUsed[uid][res])
+			}
+		}
+		held = held.Union(r.cpus)
+	}
+	return held
+}
+
 func (p *Policy) expectedMems(e *entry) cpuset.CPUSet {
 	if e.group != 0 {
 		return p.mems(e.group.nodes(), e.req.CPULessMemory)
@@ -95,11 +159,29 @@ func (p *Policy) checkMemoryAccounting() []error {
 	held := map[int]map[memoryResource]uint64{}
 	assignments := map[int]int{}
 	groups := map[int]numaMask{}
+	type holder struct {
+		group numaMask
+		held  []NodeMemory
+	}
+	var holders []holder
 	for _, id := range p.sortedIDs() {
 		e := p.containers[id]
-		if e.group == 0 {
-			continue
+		holders = append(holders, holder{e.group, e.held}, holder{0, e.cpuLess})
+		if got, want := total(e.cpuLess)[0], p.cpuLessRequest(e.req, e.group); got != want {
+			errs = append(errs, fmt.Errorf("container %s: holds %d bytes of CPU-less memory, expected %d", id, got, want))
 		}
+		for _, h := range e.cpuLess {
+			if !slices.Contains(p.cpuLessOf(e.group.nodes()), h.Node) || h.PageSize != 0 {
+				errs = append(errs, fmt.Errorf("container %s: CPU-less memory held on node %d (page size %d), not a CPU-less node of its mems %q", id, h.Node, h.PageSize, e.pl.Mems))
+			}
+		}
+	}
+	for _, uid := range slices.Sorted(maps.Keys(p.pods)) {
+		if r := p.pods[uid].res; r != nil {
+			holders = append(holders, holder{r.group, r.held})
+		}
+	}
+	for _, e := range holders {
 		for _, n := range e.group.nodes() {
 			assignments[n]++
 			if g, seen := groups[n]; seen && g != e.group {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -123,4 +124,66 @@ func orEmpty(ids []int) []int {
 		return []int{}
 	}
 	return ids
+}
+
+// kubeletStaticCase is one case of the kubelet's policy_static_test.go,
+// converted by testdata/kubelet/gen.go.
+type kubeletStaticCase struct {
+	Test              string `yaml:"test"`
+	Description       string `yaml:"description"`
+	Topology          string `yaml:"topology"`
+	Reserved          string `yaml:"reserved"`
+	FullPCPUsOnly     bool   `yaml:"fullPCPUsOnly"`
+	AlignUncore       bool   `yaml:"alignUncore"`
+	StrictReservation bool   `yaml:"strictReservation"`
+	Free              string `yaml:"free"`
+	Containers        []int  `yaml:"containers"`
+	Expect            string `yaml:"expect"`
+	ExpectUncore      []int  `yaml:"expectUncore"`
+}
+
+// TestKubeletStaticPolicy replays the kubelet's static policy cases
+// (align-by-uncore-cache with full-pcpus-only and strict-cpu-reservation):
+// the CPUs outside the kubelet's default set are held by another container,
+// adopted where it runs; then the pod's containers are placed in order.
+func TestKubeletStaticPolicy(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "kubelet", "static_policy.yaml"))
+	require.NoError(t, err)
+	var cases []kubeletStaticCase
+	require.NoError(t, yaml.Unmarshal(data, &cases))
+	require.NotEmpty(t, cases)
+	for _, tc := range cases {
+		t.Run(tc.Test+"/"+tc.Description, func(t *testing.T) {
+			topo := kubeletTopology(t, tc.Topology)
+			reserved := mustParse(t, tc.Reserved)
+			p := newPolicy(t, topo, Config{ReservedCPUs: reserved, FullPCPUsOnly: tc.FullPCPUsOnly,
+				AlignByUncoreCache: tc.AlignUncore, StrictReservation: tc.StrictReservation})
+			if taken := topo.CPUs().Difference(mustParse(t, tc.Free)).Difference(reserved); !taken.IsEmpty() {
+				report := p.Restore(Snapshot{}, []Running{{Request: guaranteed("other", int64(taken.Size())*1000, 0), CPUs: taken}})
+				require.Equal(t, []string{"other"}, report.Adopted, "CPUs %q held by another container", taken)
+			}
+			var grants []cpuset.CPUSet
+			for i, milli := range tc.Containers {
+				req := guaranteed(fmt.Sprintf("c%d", i), int64(milli), 0)
+				req.PodUID = "pod"
+				pl, _, err := p.Allocate(req)
+				require.NoError(t, err, "container %d", i)
+				require.Equal(t, PoolExclusive, pl.Pool)
+				grants = append(grants, pl.CPUs)
+			}
+			require.NoError(t, p.Check())
+			if tc.Expect != "" {
+				assert.Equal(t, tc.Expect, grants[0].String())
+				return
+			}
+			var uncores []int
+			for _, g := range grants {
+				for _, id := range g.List() {
+					cpu, _ := topo.CPU(id)
+					uncores = append(uncores, cpu.L3)
+				}
+			}
+			assert.Equal(t, tc.ExpectUncore, cpuset.New(uncores...).List())
+		})
+	}
 }

@@ -44,13 +44,16 @@ type nodeMemory struct {
 }
 
 type memoryManager struct {
-	nodes map[int]*nodeMemory // the nodes with CPUs
+	// nodes are the nodes with CPUs, which form groups, and the CPU-less
+	// ones (HBM, PMEM, CXL), which never do: the containers that may use
+	// them hold their memory there besides (cpuless.go).
+	nodes map[int]*nodeMemory
 	tm    *topologyManager
 }
 
 func newMemoryManager(t *topology.Topology, tm *topologyManager, reserved map[int]uint64) (*memoryManager, error) {
 	mm := &memoryManager{nodes: map[int]*nodeMemory{}, tm: tm}
-	for _, id := range tm.nodes {
+	for _, id := range append(slices.Clone(tm.nodes), t.CPULessNodes()...) {
 		n, _ := t.Node(id)
 		state := &nodeMemory{allocatable: map[memoryResource]uint64{}, free: map[memoryResource]uint64{}, group: maskOf(id)}
 		total := n.MemTotal
@@ -112,7 +115,8 @@ func (mm *memoryManager) hints(req map[memoryResource]uint64) provider {
 	tables := make([]table, 0, len(req))
 	for r, size := range req {
 		tb := table{want: size}
-		for id, n := range mm.nodes {
+		for _, id := range mm.tm.nodes {
+			n := mm.nodes[id]
 			tb.alloc[id], tb.free[id] = n.allocatable[r], n.free[r]
 		}
 		tables = append(tables, tb)
@@ -174,16 +178,8 @@ func (mm *memoryManager) canGroup(mask numaMask) bool {
 // affinity; like the kubelet, a group too small is extended to the
 // narrowest group that contains it and holds the request.
 func (mm *memoryManager) place(req map[memoryResource]uint64, affinity numaMask) (numaMask, error) {
-	fits := func(mask numaMask) bool {
-		for r, size := range req {
-			if mm.sum(mask, r, freeOf) < size {
-				return false
-			}
-		}
-		return true
-	}
 	mask := affinity
-	if mask == 0 || !fits(mask) || !mm.canGroup(mask) {
+	if mask == 0 || !mm.fits(mask, req) || !mm.canGroup(mask) {
 		var best *hint
 		hints := mm.hints(req).hints
 		for i, h := range hints {
@@ -237,24 +233,21 @@ func sortedResources(req map[memoryResource]uint64) []memoryResource {
 	return out
 }
 
-// take accounts req on the group's nodes, filling them in node order.
-func (mm *memoryManager) take(group numaMask, req map[memoryResource]uint64) []NodeMemory {
+// plan splits req over the group's nodes, filling them in node order with
+// what is free; reclaim accounts the result.
+func (mm *memoryManager) plan(group numaMask, req map[memoryResource]uint64) []NodeMemory {
+	return mm.planOn(group.nodes(), req)
+}
+
+func (mm *memoryManager) planOn(nodes []int, req map[memoryResource]uint64) []NodeMemory {
 	var held []NodeMemory
-	nodes := group.nodes()
-	for _, id := range nodes {
-		n := mm.nodes[id]
-		n.assignments++
-		n.group = group
-	}
 	for _, r := range sortedResources(req) {
 		left := req[r]
 		for _, id := range nodes {
-			n := mm.nodes[id]
-			got := min(left, n.free[r])
+			got := min(left, mm.nodes[id].free[r])
 			if got == 0 {
 				continue
 			}
-			n.free[r] -= got
 			left -= got
 			held = append(held, NodeMemory{Node: id, PageSize: uint64(r), Bytes: got})
 		}
@@ -262,7 +255,17 @@ func (mm *memoryManager) take(group numaMask, req map[memoryResource]uint64) []N
 	return held
 }
 
-// give back what take took; group is the container's group.
+// fits reports whether the group's free memory holds req.
+func (mm *memoryManager) fits(group numaMask, req map[memoryResource]uint64) bool {
+	for r, size := range req {
+		if mm.sum(group, r, freeOf) < size {
+			return false
+		}
+	}
+	return true
+}
+
+// give back what reclaim accounted; group is the holder's group.
 func (mm *memoryManager) give(group numaMask, held []NodeMemory) {
 	for _, h := range held {
 		mm.nodes[h.Node].free[memoryResource(h.PageSize)] += h.Bytes
@@ -273,6 +276,19 @@ func (mm *memoryManager) give(group numaMask, held []NodeMemory) {
 		if n.assignments == 0 {
 			n.group = maskOf(id)
 		}
+	}
+}
+
+// takeFree and giveFree account memory held outside any group (CPU-less nodes).
+func (mm *memoryManager) takeFree(held []NodeMemory) {
+	for _, h := range held {
+		mm.nodes[h.Node].free[memoryResource(h.PageSize)] -= h.Bytes
+	}
+}
+
+func (mm *memoryManager) giveFree(held []NodeMemory) {
+	for _, h := range held {
+		mm.nodes[h.Node].free[memoryResource(h.PageSize)] += h.Bytes
 	}
 }
 
@@ -298,16 +314,26 @@ func (mm *memoryManager) checkHeld(group numaMask, held []NodeMemory) error {
 	return nil
 }
 
-// reclaim accounts exactly what a container held (checked by checkHeld).
+// reclaim accounts exactly what a container or a pod holds (planned by plan,
+// or restored and checked by checkHeld), as one more holder of the group.
 func (mm *memoryManager) reclaim(group numaMask, held []NodeMemory) {
-	for _, id := range group.nodes() {
-		n := mm.nodes[id]
+	for v := uint64(group); v != 0; v &= v - 1 {
+		n := mm.nodes[bits.TrailingZeros64(v)]
 		n.assignments++
 		n.group = group
 	}
 	for _, h := range held {
 		mm.nodes[h.Node].free[memoryResource(h.PageSize)] -= h.Bytes
 	}
+}
+
+// total sums held memory by resource.
+func total(held []NodeMemory) map[memoryResource]uint64 {
+	out := map[memoryResource]uint64{}
+	for _, h := range held {
+		out[memoryResource(h.PageSize)] += h.Bytes
+	}
+	return out
 }
 
 // sortHeld orders held memory by node then page size, for stable snapshots.

@@ -64,7 +64,7 @@ func (p *Policy) placeShared(req Request, why string) (*entry, error) {
 		return nil, fmt.Errorf("%w: %s: shared CPUs requested, but exclusive grants hold every CPU of the shared pool (%d exclusive, %d available, %q reserved)",
 			ErrInsufficientCPUs, name(req), p.exclusive.Size(), p.available.Size(), p.reserved)
 	}
-	affinity, err := p.admit(req, nil)
+	affinity, err := p.admit(req, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +73,9 @@ func (p *Policy) placeShared(req Request, why string) (*entry, error) {
 
 // admit asks the Topology Manager for the container's affinity, given the
 // hints of its CPUs and memory (if any), its devices and, under the pod
-// scope, its pod.
-func (p *Policy) admit(req Request, providers []provider) (numaMask, error) {
+// scope, its pod; who names what is admitted, for the error ("": the
+// container, named only on the error path, which is not the hot one).
+func (p *Policy) admit(req Request, who string, providers []provider) (numaMask, error) {
 	if p.tm.policy == TopologyNone {
 		return 0, nil
 	}
@@ -89,8 +90,11 @@ func (p *Policy) admit(req Request, providers []provider) (numaMask, error) {
 	}
 	best, ok := p.tm.merge(providers)
 	if !ok {
+		if who == "" {
+			who = name(req)
+		}
 		return 0, fmt.Errorf("%w: %s: topology manager policy %s cannot align the resources: %s",
-			ErrTopologyAffinity, name(req), p.tm.policy, describe(providers, p.tm.policy == TopologySingleNUMANode))
+			ErrTopologyAffinity, who, p.tm.policy, describe(providers, p.tm.policy == TopologySingleNUMANode))
 	}
 	return best.mask, nil
 }
@@ -112,7 +116,10 @@ func (p *Policy) deviceNodes(req Request) numaMask {
 	return mask
 }
 
-// placeExclusive grants n whole CPUs from free to req.
+// placeExclusive grants n whole CPUs from free to req. Under the pod scope
+// the grant comes from the pod's reservation first, made by the pod's first
+// grant (pod.go): the pod's affinity then stands for the container's own
+// CPU and memory hints, as in the kubelet.
 func (p *Policy) placeExclusive(req Request, pool PoolKind, n int, free, keep cpuset.CPUSet) (*entry, error) {
 	if p.cfg.FullPCPUsOnly {
 		if n%p.m.cpusPerCore != 0 {
@@ -121,45 +128,100 @@ func (p *Policy) placeExclusive(req Request, pool PoolKind, n int, free, keep cp
 		}
 		free = free.Difference(p.broken)
 	}
-	if n > free.Size() {
-		return nil, p.notEnough(req, pool, n, free)
-	}
-	var providers []provider
 	mem := map[memoryResource]uint64{}
 	if req.QOS == k8s.QOSGuaranteed {
 		mem = requested(req)
 	}
-	if p.tm.policy != TopologyNone {
-		freeCount, ownCount := p.perNode(free.Difference(keep)), p.perNode(keep)
-		providers = append(providers, p.tm.cpuHints(p.m, freeCount, ownCount, n))
-		if len(mem) > 0 {
-			providers = append(providers, p.mm.hints(mem))
+	var res, fresh *reservation
+	if pool == PoolExclusive {
+		if res = p.reservationOf(req.PodUID); res != nil {
+			free = free.Union(res.free())
+		} else if p.reserves(req, n) {
+			r, err := p.reservePod(req, mem, free)
+			if err != nil {
+				return nil, err
+			}
+			res, fresh = r, r
 		}
 	}
-	affinity, err := p.admit(req, providers)
+	if n > free.Size() {
+		return nil, p.notEnough(req, pool, n, free)
+	}
+	var affinity numaMask
+	var err error
+	switch {
+	case fresh != nil:
+		affinity = fresh.affinity
+	case res != nil:
+		affinity, err = p.admit(req, "", nil)
+	default:
+		var providers []provider
+		if p.tm.policy != TopologyNone {
+			freeCount, ownCount := p.perNode(free.Difference(keep)), p.perNode(keep)
+			providers = append(providers, p.tm.cpuHints(p.m, freeCount, ownCount, n))
+			if len(mem) > 0 {
+				providers = append(providers, p.mm.hints(mem))
+			}
+		}
+		affinity, err = p.admit(req, "", providers)
+	}
 	if err != nil {
 		return nil, err
 	}
-	cpus, err := p.chooseCPUs(n, affinity, free, keep)
+	var podFree cpuset.CPUSet
+	if res != nil {
+		podFree = res.free()
+	}
+	cpus, err := p.chooseCPUs(n, affinity, free, keep, podFree)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInsufficientCPUs, name(req), err)
 	}
-	if pool == PoolExclusive && len(p.sharedIDs) > 0 && p.sharedPool(p.exclusive.Union(cpus)).IsEmpty() {
-		return nil, p.notEnough(req, pool, n, free)
+	if pool == PoolExclusive && len(p.sharedIDs) > 0 {
+		taken := p.exclusive.Union(cpus)
+		if fresh != nil {
+			taken = taken.Union(fresh.cpus)
+		}
+		if p.sharedPool(taken).IsEmpty() {
+			return nil, p.notEnough(req, pool, n, free)
+		}
 	}
-	e := p.newEntry(req, pool, cpus, affinity, p.exclusiveReason(req, pool, cpus))
+	e := p.newEntry(req, pool, cpus, affinity, p.exclusiveReason(req, pool, cpus, res))
+	e.reserve = fresh
 	if len(mem) > 0 {
-		group, why, err := p.memoryGroup(mem, affinity, cpus)
-		if err != nil {
+		if err := p.placeMemory(e, mem, affinity, res); err != nil {
 			return nil, fmt.Errorf("%s: %w", name(req), err)
 		}
-		e.group = group
-		e.pl.Mems = p.mems(group.nodes(), req.CPULessMemory)
-		e.pl.Memory = req.Memory
-		e.pl.HugePages = clonePlacement(Placement{HugePages: req.HugePages}).HugePages
-		e.pl.Reason += fmt.Sprintf("; memory on NUMA nodes {%s}%s", group, why)
 	}
 	return e, nil
+}
+
+// placeMemory accounts a grant's memory: on its pod's memory group, beyond
+// what the pod's reservation covers, or on a group of its own.
+func (p *Policy) placeMemory(e *entry, mem map[memoryResource]uint64, affinity numaMask, res *reservation) error {
+	group, own, why := numaMask(0), mem, ""
+	if res != nil && res.group != 0 {
+		group, own = res.group, res.beyond(mem)
+		if !p.mm.fits(group, own) {
+			return fmt.Errorf("%w: beyond its pod's reservation: %s", ErrInsufficientMemory, p.mm.shortfall(own, group))
+		}
+		why = " (its pod's)"
+	} else {
+		var err error
+		if group, why, err = p.memoryGroup(mem, affinity, e.pl.CPUs); err != nil {
+			return err
+		}
+	}
+	cpuLess, err := p.placeCPULess(e.req, group)
+	if err != nil {
+		return err
+	}
+	e.group, e.cpuLess = group, cpuLess
+	e.held = p.mm.plan(group, own)
+	e.pl.Mems = p.mems(group.nodes(), e.req.CPULessMemory)
+	e.pl.Memory = e.req.Memory
+	e.pl.HugePages = clonePlacement(Placement{HugePages: e.req.HugePages}).HugePages
+	e.pl.Reason += fmt.Sprintf("; memory on NUMA nodes {%s}%s", group, why)
+	return nil
 }
 
 // memoryGroup chooses the Memory Manager group of a grant, and says why when
@@ -187,13 +249,18 @@ func (p *Policy) memoryGroup(mem map[memoryResource]uint64, affinity numaMask, c
 }
 
 // chooseCPUs is the kubelet's allocateCPUs: the CPUs of the affinity first,
-// the rest from anywhere; a resize keeps what it can of its CPUs.
-func (p *Policy) chooseCPUs(n int, affinity numaMask, free, keep cpuset.CPUSet) (cpuset.CPUSet, error) {
+// the rest from anywhere in free. keep (what a resized grant keeps), then
+// podFree (its pod's reservation), both within free, are taken first.
+func (p *Policy) chooseCPUs(n int, affinity numaMask, free, keep, podFree cpuset.CPUSet) (cpuset.CPUSet, error) {
+	if keep.IsEmpty() {
+		keep, podFree = podFree, cpuset.CPUSet{}
+	}
 	if !keep.IsEmpty() {
 		if n <= keep.Size() {
 			return p.m.takeByTopology(keep, n, p.opts)
 		}
-		more, err := p.chooseCPUs(n-keep.Size(), affinity|maskOf(p.topo.NodesOfCPUs(keep)...), free.Difference(keep), cpuset.CPUSet{})
+		more, err := p.chooseCPUs(n-keep.Size(), affinity|maskOf(p.topo.NodesOfCPUs(keep)...), free.Difference(keep),
+			podFree.Difference(keep), cpuset.CPUSet{})
 		return keep.Union(more), err
 	}
 	var result cpuset.CPUSet
@@ -243,9 +310,11 @@ func (p *Policy) notEnough(req Request, pool PoolKind, n int, free cpuset.CPUSet
 	return fmt.Errorf("%w: %s", ErrInsufficientCPUs, msg)
 }
 
-func (p *Policy) exclusiveReason(req Request, pool PoolKind, cpus cpuset.CPUSet) string {
+func (p *Policy) exclusiveReason(req Request, pool PoolKind, cpus cpuset.CPUSet, res *reservation) string {
 	why := "exclusive: Guaranteed with an integer CPU request"
 	switch {
+	case res != nil:
+		why += fmt.Sprintf(", from its pod's reservation of %s on NUMA nodes {%s} (topology manager scope pod)", cpuCount(res.cpus.Size()), res.affinity)
 	case pool == PoolIsolated:
 		why = "isolated: annotated " + string(req.CPU)
 	case req.CPU == CPUIsolatedPrefer:

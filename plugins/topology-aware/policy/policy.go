@@ -15,7 +15,12 @@ type entry struct {
 	req   Request
 	pl    Placement
 	group numaMask     // the Memory Manager group, 0 when no memory is accounted
-	held  []NodeMemory // what the container holds of each node's memory
+	held  []NodeMemory // what the container holds of each node's memory (beyond its pod's reservation)
+	// cpuLess is what it holds of the CPU-less nodes besides (cpuless.go).
+	cpuLess []NodeMemory
+	// reserve is a reservation for the container's pod (pod scope) that
+	// placing the container made, committed with it.
+	reserve *reservation
 }
 
 // Policy is the allocation state of one node. Not safe for concurrent use (the plugin serializes).
@@ -42,12 +47,6 @@ type Policy struct {
 	containers   map[string]*entry
 	sharedIDs    []string // the shared containers, sorted
 	pods         map[string]*podState
-}
-
-// podState is what the pod scope remembers of a pod.
-type podState struct {
-	containers int
-	affinity   numaMask // the affinity of its first aligned container, 0 until then
 }
 
 // New validates cfg against t and returns a Policy with no containers.
@@ -324,6 +323,9 @@ func (p *Policy) Release(containerID string) []Placement {
 	}
 	before := p.shared
 	p.unassign(e)
+	if pod := p.pods[e.pl.PodUID]; pod != nil && pod.closing && pod.containers == 0 {
+		p.forgetPod(e.pl.PodUID)
+	}
 	return p.sharedChanges(before, containerID)
 }
 
@@ -331,41 +333,55 @@ func (p *Policy) Release(containerID string) []Placement {
 func (p *Policy) assign(e *entry) {
 	id := e.pl.ContainerID
 	p.containers[id] = e
-	switch e.pl.Pool {
-	case PoolExclusive:
-		p.exclusive = p.exclusive.Union(e.pl.CPUs)
-	case PoolIsolated:
-		p.isolatedUsed = p.isolatedUsed.Union(e.pl.CPUs)
-	case PoolShared:
-		i, _ := slices.BinarySearch(p.sharedIDs, id)
-		p.sharedIDs = slices.Insert(p.sharedIDs, i, id)
-	}
-	if e.group != 0 {
-		if e.held == nil {
-			e.held = p.mm.take(e.group, requested(e.req))
-		} else { // restored, or put back after a failed resize: exactly what it held
-			p.mm.reclaim(e.group, e.held)
-		}
-	}
 	pod := p.pods[e.pl.PodUID]
 	if pod == nil {
 		pod = &podState{}
 		p.pods[e.pl.PodUID] = pod
 	}
 	pod.containers++
+	if e.reserve != nil {
+		p.hold(pod, e.reserve)
+		e.reserve = nil
+	}
+	switch e.pl.Pool {
+	case PoolExclusive:
+		p.exclusive = p.exclusive.Union(e.pl.CPUs)
+		if pod.res != nil {
+			pod.res.used = pod.res.used.Union(e.pl.CPUs.Intersection(pod.res.cpus))
+		}
+	case PoolIsolated:
+		p.isolatedUsed = p.isolatedUsed.Union(e.pl.CPUs)
+	case PoolShared:
+		i, _ := slices.BinarySearch(p.sharedIDs, id)
+		p.sharedIDs = slices.Insert(p.sharedIDs, i, id)
+	}
+	p.mm.takeFree(e.cpuLess)
+	if e.group != 0 {
+		p.mm.reclaim(e.group, e.held)
+		for r, size := range inPod(e, pod.res) {
+			pod.res.memUsed[r] += size
+		}
+	}
 	if pod.affinity == 0 && e.pl.Pool != PoolShared && e.pl.Pool != PoolReserved && len(e.pl.NUMANodes) > 0 {
 		pod.affinity = maskOf(e.pl.NUMANodes...)
 	}
 	p.shared = p.sharedPool(p.exclusive)
 }
 
-// unassign is the exact inverse of assign.
+// unassign is the exact inverse of assign, except that a reservation stays
+// with its pod: the container's share of it returns to it.
 func (p *Policy) unassign(e *entry) {
 	id := e.pl.ContainerID
 	delete(p.containers, id)
+	pod := p.pods[e.pl.PodUID]
 	switch e.pl.Pool {
 	case PoolExclusive:
-		p.exclusive = p.exclusive.Difference(e.pl.CPUs)
+		freed := e.pl.CPUs
+		if pod.res != nil {
+			pod.res.used = pod.res.used.Difference(e.pl.CPUs)
+			freed = freed.Difference(pod.res.cpus)
+		}
+		p.exclusive = p.exclusive.Difference(freed)
 	case PoolIsolated:
 		p.isolatedUsed = p.isolatedUsed.Difference(e.pl.CPUs)
 	case PoolShared:
@@ -374,12 +390,14 @@ func (p *Policy) unassign(e *entry) {
 		}
 	}
 	if e.group != 0 {
+		for r, size := range inPod(e, pod.res) {
+			pod.res.memUsed[r] -= size
+		}
 		p.mm.give(e.group, e.held)
 	}
-	if pod := p.pods[e.pl.PodUID]; pod != nil {
-		if pod.containers--; pod.containers == 0 {
-			delete(p.pods, e.pl.PodUID)
-		}
+	p.mm.giveFree(e.cpuLess)
+	if pod.containers--; pod.containers == 0 && pod.res == nil {
+		delete(p.pods, e.pl.PodUID)
 	}
 	p.shared = p.sharedPool(p.exclusive)
 }

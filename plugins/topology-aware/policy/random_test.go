@@ -29,14 +29,25 @@ func randomConfigs() map[string]Config {
 }
 
 // randomRequest makes a container of any kind, sized for a machine of n CPUs.
+// Its pod's sums (which its containers do not always respect) depend on
+// the pod: the fifth pod's are unknown.
 func randomRequest(rng *rand.Rand, id string, pods []string, n int) Request {
-	pod := pods[rng.IntN(len(pods))]
+	i := rng.IntN(len(pods))
+	pod := pods[i]
 	req := Request{ContainerID: id, PodUID: pod, Namespace: "default", Pod: pod, Container: id}
+	if i != 4 {
+		req.PodCPURequest = int64(max(1, (i%2+1)*n/8)) * 1000
+		req.PodMemory = int64(i%3) * gib
+	}
 	switch rng.IntN(8) {
 	case 0, 1, 2:
 		req.QOS = k8s.QOSGuaranteed
 		req.CPURequest = int64(1+rng.IntN(max(1, n/4))) * 1000
 		req.Memory = int64(rng.IntN(3)) * gib
+		if rng.IntN(3) == 0 { // large enough to fill the 16 GiB HBM nodes of nps4-2s-12n-256c-cpuless
+			req.CPULessMemory = true
+			req.Memory = int64(rng.IntN(9)) * gib
+		}
 	case 3:
 		req.QOS = k8s.QOSGuaranteed
 		req.CPURequest = int64(100 + rng.IntN(1900))
@@ -90,7 +101,7 @@ func TestRandomSequences(t *testing.T) {
 				live := map[string]Request{}
 				next, grants, restarts := 0, 0, 0
 				for step := range steps {
-					what := rng.IntN(10)
+					what := rng.IntN(11)
 					switch {
 					case what < 5 || len(live) == 0:
 						id := fmt.Sprintf("c%04d", next)
@@ -132,9 +143,12 @@ func TestRandomSequences(t *testing.T) {
 						_, found := p.Placement(id)
 						assert.False(t, found)
 						assertChangedAreCurrent(t, p, changed)
-					default:
+					case what < 10:
 						p = restart(t, p, topo, cfg)
 						restarts++
+					default:
+						changed, _ := p.ReleasePod(pods[rng.IntN(len(pods))])
+						assertChangedAreCurrent(t, p, changed)
 					}
 					require.NoError(t, p.Check(), "step %d", step)
 				}
@@ -145,8 +159,13 @@ func TestRandomSequences(t *testing.T) {
 				for id := range live {
 					p.Release(id)
 				}
+				for _, pod := range pods {
+					p.ReleasePod(pod)
+				}
 				require.NoError(t, p.Check())
 				assert.Empty(t, p.Placements())
+				assert.Empty(t, p.Snapshot().Pods)
+				assert.True(t, p.exclusive.IsEmpty(), "CPUs %q are still granted", p.exclusive)
 				assert.Equal(t, p.sharedPool(p.exclusive), p.SharedCPUs())
 			})
 		}
@@ -192,8 +211,10 @@ func restart(t *testing.T, p *Policy, _ any, cfg Config) *Policy {
 	assert.Empty(t, report.Updates, "restart moved containers")
 	assert.Empty(t, report.Adopted)
 	assert.Empty(t, report.Dropped)
+	assert.Empty(t, report.DroppedPods)
 	assert.Len(t, report.Kept, len(running))
 	assert.Equal(t, p.Placements(), fresh.Placements(), "restart changed placements")
+	assert.Equal(t, p.Snapshot(), fresh.Snapshot(), "restart changed the state")
 	assert.Equal(t, p.Usage(), fresh.Usage())
 	return fresh
 }

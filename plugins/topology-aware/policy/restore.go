@@ -4,7 +4,8 @@ package policy
 // is rebuilt from the checkpoint and what the containers actually run on,
 // without moving any container whose placement is still consistent.
 //
-// Restore goes in three passes, each in container id order so that conflicts
+// Restore goes in three passes after the pods' reservations (pod scope),
+// each in container id order so that conflicts
 // resolve the same way every time: first the checkpointed containers that
 // still run where the checkpoint says (kept), then the containers the
 // checkpoint does not know, where they run (adopted), and last everything
@@ -14,6 +15,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
@@ -31,8 +33,17 @@ func (p *Policy) Snapshot() Snapshot {
 			saved.MemoryNodes = e.group.nodes()
 			saved.Memory = slices.Clone(e.held)
 			sortHeld(saved.Memory)
+			saved.CPULessMemory = cloneHeld(e.cpuLess)
 		}
 		s.Containers = append(s.Containers, saved)
+	}
+	for _, uid := range slices.Sorted(maps.Keys(p.pods)) {
+		if r := p.pods[uid].res; r != nil {
+			pod := SavedPod{PodUID: uid, NUMANodes: r.affinity.nodes(), CPUs: r.cpus, MemoryNodes: r.group.nodes(),
+				Memory: cloneHeld(r.held), Closing: p.pods[uid].closing}
+			sortHeld(pod.Memory)
+			s.Pods = append(s.Pods, pod)
+		}
 	}
 	return s
 }
@@ -66,6 +77,15 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 		isRunning[r.Request.ContainerID] = true
 		if pool, _, err := p.classify(r.Request); err == nil && (pool == PoolShared || pool == PoolReserved && p.reserved.IsEmpty()) {
 			sharedRunning++
+		}
+	}
+	// The pods' reservations first: their containers' grants come from them.
+	for _, pod := range saved.Pods {
+		if err := p.restorePod(pod, sharedRunning); err != nil {
+			if report.DroppedPods == nil {
+				report.DroppedPods = map[string]string{}
+			}
+			report.DroppedPods[pod.PodUID] = err.Error()
 		}
 	}
 	for _, pass := range []bool{true, false} {
@@ -106,6 +126,7 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 		}
 	}
 	slices.Sort(report.Dropped)
+	p.forgetClosedPods()
 	p.refreshShared()
 	for _, r := range runs {
 		e, tracked := p.containers[r.Request.ContainerID]
@@ -124,6 +145,16 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 		}
 	}
 	return report
+}
+
+// forgetClosedPods drops the restored reservations of released pods that
+// have no container any more.
+func (p *Policy) forgetClosedPods() {
+	for uid, pod := range p.pods {
+		if pod.closing && pod.containers == 0 {
+			p.forgetPod(uid)
+		}
+	}
 }
 
 // differs reports whether a container must be updated: what it runs on is
@@ -211,13 +242,16 @@ func (p *Policy) fromCheckpoint(r Running, s SavedContainer, sharedRunning int) 
 	if !r.CPUs.IsEmpty() && !r.CPUs.Equal(pl.CPUs) {
 		return nil, fmt.Errorf("checkpointed on CPUs %q, running on %q", pl.CPUs, r.CPUs)
 	}
-	if err := p.checkGrant(pl.Pool, n, pl.CPUs, sharedRunning); err != nil {
+	if err := p.checkGrant(pl.Pool, n, pl.CPUs, sharedRunning, p.podFree(req)); err != nil {
 		return nil, err
 	}
 	if len(s.MemoryNodes) > 0 || len(s.Memory) > 0 {
 		e.group = maskOf(s.MemoryNodes...)
 		e.held = slices.Clone(s.Memory)
 		if err := p.checkMemory(req, e.group, e.held); err != nil {
+			return nil, err
+		}
+		if e.cpuLess, err = p.restoreCPULess(req, e.group, cloneHeld(s.CPULessMemory)); err != nil {
 			return nil, err
 		}
 	} else if req.QOS == "Guaranteed" && len(requested(req)) > 0 {
@@ -250,7 +284,7 @@ func (p *Policy) fromRunning(r Running, sharedRunning int) (*entry, error) {
 	if r.CPUs.IsEmpty() {
 		return nil, fmt.Errorf("its CPUs are unknown")
 	}
-	if err := p.checkGrant(pool, n, r.CPUs, sharedRunning); err != nil {
+	if err := p.checkGrant(pool, n, r.CPUs, sharedRunning, p.podFree(req)); err != nil {
 		return nil, err
 	}
 	e := p.newEntry(req, pool, r.CPUs, 0, fmt.Sprintf("%s: adopted after a restart where it runs; %s", pool, cpuCount(n)))
@@ -259,7 +293,7 @@ func (p *Policy) fromRunning(r Running, sharedRunning int) (*entry, error) {
 		if !r.Mems.IsEmpty() {
 			nodes = nil
 			for _, n := range r.Mems.List() {
-				if p.mm.nodes[n] != nil {
+				if p.tm.all.has(n) {
 					nodes = append(nodes, n)
 				}
 			}
@@ -273,7 +307,11 @@ func (p *Policy) fromRunning(r Running, sharedRunning int) (*entry, error) {
 				return nil, fmt.Errorf("%s: %d bytes do not fit on NUMA nodes {%s}", res, size, group)
 			}
 		}
+		if e.cpuLess, err = p.placeCPULess(req, group); err != nil {
+			return nil, err
+		}
 		e.group = group
+		e.held = p.mm.plan(group, mem)
 		e.pl.Mems = p.mems(nodes, req.CPULessMemory)
 		e.pl.Memory = req.Memory
 		e.pl.HugePages = cloneRequest(req).HugePages
@@ -281,12 +319,22 @@ func (p *Policy) fromRunning(r Running, sharedRunning int) (*entry, error) {
 	return e, nil
 }
 
-// checkGrant reports why cpus cannot be granted again as a pool's n CPUs.
-func (p *Policy) checkGrant(pool PoolKind, n int, cpus cpuset.CPUSet, sharedRunning int) error {
+// podFree are the CPUs of the container's pod's reservation that no
+// container of it holds: an exclusive grant of the pod may be on them.
+func (p *Policy) podFree(req Request) cpuset.CPUSet {
+	if r := p.reservationOf(req.PodUID); r != nil {
+		return r.free()
+	}
+	return cpuset.CPUSet{}
+}
+
+// checkGrant reports why cpus cannot be granted again as a pool's n CPUs;
+// an exclusive grant may also be on podFree.
+func (p *Policy) checkGrant(pool PoolKind, n int, cpus cpuset.CPUSet, sharedRunning int, podFree cpuset.CPUSet) error {
 	if cpus.Size() != n {
 		return fmt.Errorf("holds %s, its request is for %s", cpuCount(cpus.Size()), cpuCount(n))
 	}
-	free := p.freeExclusive()
+	free := p.freeExclusive().Union(podFree)
 	if pool == PoolIsolated {
 		free = p.freeIsolated()
 	}
@@ -300,23 +348,28 @@ func (p *Policy) checkGrant(pool PoolKind, n int, cpus cpuset.CPUSet, sharedRunn
 	return nil
 }
 
+// checkMemory reports why a container's saved memory cannot be accounted
+// again: it must hold what it requests, less what its pod's reservation
+// (same group) still covers.
 func (p *Policy) checkMemory(req Request, group numaMask, held []NodeMemory) error {
 	want := map[memoryResource]uint64{}
 	if req.QOS == "Guaranteed" {
 		want = requested(req)
 	}
-	got := map[memoryResource]uint64{}
-	for _, h := range held {
-		got[memoryResource(h.PageSize)] += h.Bytes
+	got := total(held)
+	covered := map[memoryResource]uint64{}
+	if r := p.reservationOf(req.PodUID); r != nil && r.group == group {
+		covered = r.left()
 	}
-	for r := range want {
-		if want[r] != got[r] {
-			return fmt.Errorf("%s: holds %d bytes, requests %d", r, got[r], want[r])
+	resources := slices.Sorted(maps.Keys(want))
+	for r := range got {
+		if _, ok := want[r]; !ok {
+			resources = append(resources, r)
 		}
 	}
-	for r := range got {
-		if want[r] != got[r] {
-			return fmt.Errorf("%s: holds %d bytes, requests %d", r, got[r], want[r])
+	for _, r := range resources {
+		if got[r] > want[r] || want[r]-got[r] > covered[r] {
+			return fmt.Errorf("%s: holds %d bytes, requests %d (its pod's reservation covers %d more)", r, got[r], want[r], covered[r])
 		}
 	}
 	return p.mm.checkHeld(group, held)

@@ -185,7 +185,7 @@ func TestKubeletTopologyAwareAllocateCPUs(t *testing.T) {
 		{"Request 8 CPUs, BitMask on Socket 1", 8, maskOf(1), cpus(1, 7, 3, 9, 5, 11, 0, 6)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := p.chooseCPUs(c.n, c.affinity, p.freeExclusive(), cpuset.CPUSet{})
+			got, err := p.chooseCPUs(c.n, c.affinity, p.freeExclusive(), cpuset.CPUSet{}, cpuset.CPUSet{})
 			require.NoError(t, err)
 			assert.Equal(t, c.want.String(), got.String())
 		})

@@ -91,6 +91,12 @@ type Request struct {
 	CPU           CPUPreference    `json:"cpu,omitempty"`           // the annotation's preference
 	CPULessMemory bool             `json:"cpuLessMemory,omitempty"` // may use CPU-less memory nodes (HBM, PMEM, CXL) in cpuset.mems
 	Devices       []Device         `json:"devices,omitempty"`
+	// PodCPURequest and PodMemory are the whole pod's CPU request
+	// (millicores) and, for a Guaranteed pod, memory (bytes), as the kubelet
+	// sums them for the pod sandbox (NRI's PodSandbox.Linux.PodResources);
+	// 0 = unknown. The pod scope reserves them at the pod's first grant.
+	PodCPURequest int64 `json:"podCPURequest,omitempty"`
+	PodMemory     int64 `json:"podMemory,omitempty"`
 }
 
 // Placement is where a container runs and why.
@@ -120,13 +126,29 @@ type RestoreReport struct {
 	Replaced []Placement // could not be kept or adopted consistently: placed anew (deterministically), with Reason
 	Dropped  []string    // in the checkpoint but not running any more
 	Updates  []Placement // placements to apply to running containers (Replaced + shared ones whose pool changed)
+	// DroppedPods are pod-scope reservations that could not be restored
+	// (their CPUs or memory are taken), pod UID: why.
+	DroppedPods map[string]string
 }
 
 // Snapshot is the durable state of a Policy: every container's request and
 // placement. It round-trips through encoding/json exactly; the caller's
 // checkpoint versions it.
 type Snapshot struct {
-	Containers []SavedContainer `json:"containers"` // sorted by container id
+	Containers []SavedContainer `json:"containers"`     // sorted by container id
+	Pods       []SavedPod       `json:"pods,omitempty"` // pod-scope reservations, sorted by pod UID
+}
+
+// SavedPod is what a pod under the Topology Manager's pod scope holds for
+// its containers not created yet (or stopped): CPUs and memory on the pod's
+// NUMA affinity.
+type SavedPod struct {
+	PodUID      string        `json:"podUID"`
+	NUMANodes   []int         `json:"numaNodes,omitempty"`
+	CPUs        cpuset.CPUSet `json:"cpus"`
+	MemoryNodes []int         `json:"memoryNodes,omitempty"`
+	Memory      []NodeMemory  `json:"memoryByNode,omitempty"`
+	Closing     bool          `json:"closing,omitempty"` // released by its pod: goes with its last container
 }
 
 // SavedContainer is one container in a Snapshot.
@@ -137,6 +159,8 @@ type SavedContainer struct {
 	// holds of each of its nodes (Guaranteed exclusive containers only).
 	MemoryNodes []int        `json:"memoryNodes,omitempty"`
 	Memory      []NodeMemory `json:"memoryByNode,omitempty"`
+	// CPULessMemory is what it holds of the CPU-less nodes in its Mems.
+	CPULessMemory []NodeMemory `json:"cpuLessMemoryByNode,omitempty"`
 }
 
 // NodeUsage is the use of one pool on one NUMA node, for metrics. CPU-less

@@ -1,5 +1,7 @@
 package policy
 
+import "slices"
+
 // Usage reports, per NUMA node and pool, the CPUs and memory the pools have,
 // grant and leave free, for metrics. Rows come by node, then pool.
 func (p *Policy) Usage() []NodeUsage {
@@ -26,7 +28,8 @@ func (p *Policy) Usage() []NodeUsage {
 		for _, pool := range pools {
 			row := NodeUsage{Node: node, Pool: pool.kind, CapacityCPUs: pool.capacity(node)}
 			for _, e := range p.containers {
-				if e.pl.Pool == pool.kind && (!e.pl.CPUs.Intersection(nodeCPUs).IsEmpty() || e.group.has(node)) {
+				if e.pl.Pool == pool.kind && (!e.pl.CPUs.Intersection(nodeCPUs).IsEmpty() || e.group.has(node) ||
+					slices.ContainsFunc(e.cpuLess, func(h NodeMemory) bool { return h.Node == node })) {
 					row.Containers++
 				}
 			}

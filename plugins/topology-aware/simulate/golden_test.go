@@ -62,6 +62,7 @@ var goldenCases = []goldenCase{
 	{"basics", fixture256, "config-reserved", checkBasics(false)},
 	{"devices", fixture80, "config-single-numa", checkDevices},
 	{"numa-nodes", fixture256, "config-full-cores", checkNUMANodes},
+	{"pod-scope", fixture80, "config-pod-scope", checkPodScope},
 }
 
 func TestGolden(t *testing.T) {
@@ -344,6 +345,23 @@ func checkDevices(t *testing.T, topo *topology.Topology, r *Report) {
 	rejected(t, r.Steps[5], "ml/late/worker", "single-numa-node")
 	assert.Equal(t, stripChanges(r.Steps[4].Containers), stripChanges(r.Steps[5].Containers), "a refusal moves nothing")
 	onNode(r.Steps[9], "ml/late/worker", 3, 4)
+}
+
+// checkPodScope: see testdata/workloads/pod-scope.yaml.
+func checkPodScope(t *testing.T, topo *topology.Topology, r *Report) {
+	require.Len(t, r.Steps, 4)
+	web := find(t, r.Steps[1], "shop/web/app")
+	for _, name := range []string{"trading/pair/feed", "trading/pair/engine"} {
+		c := find(t, r.Steps[1], name)
+		assert.Equal(t, []int{1}, c.NUMANodes, name)
+		assert.True(t, parse(t, c.CPUs).IsSubsetOf(topo.CPUsOfNode(1)), "%s: CPUs %s not on node 1", name, c.CPUs)
+	}
+	assert.Equal(t, 1, parse(t, web.CPUs).Intersection(topo.CPUsOfNode(1)).Size(), "the shared pool keeps node 1's one CPU the pod leaves")
+	for _, name := range []string{"trading/wide/small", "trading/wide/large"} {
+		rejected(t, r.Steps[2], name, "pod trading/wide (topology manager scope pod: 21 CPUs")
+	}
+	pricer := find(t, r.Steps[3], "trading/quote/pricer")
+	assert.Equal(t, []int{0}, pricer.NUMANodes)
 }
 
 // checkNUMANodes: see testdata/workloads/numa-nodes.yaml.

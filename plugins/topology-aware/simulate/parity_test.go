@@ -200,6 +200,7 @@ func (rt *pluginRuntime) play(step *Step) []string {
 				rt.stop(id)
 			}
 		}
+		require.NoError(rt.t, rt.plugin.StopPodSandbox(ctx, kubepod.NRIPodSandbox(pod)))
 		delete(rt.pods, *step.Delete)
 	case StepRestart:
 		require.NoError(rt.t, rt.plugin.Close())

@@ -449,6 +449,9 @@ func (s *Simulator) delete(ref PodRef, r *StepReport, changes map[string]string)
 		r.Released = append(r.Released, s.entry(sc, pl, ""))
 		s.release(ctr.ID, changes)
 	}
+	// The runtime stops the sandbox: what the pod scope held for it goes.
+	others, _ := s.pol.ReleasePod(string(sp.pod.Manifest.UID))
+	s.apply(others, changes)
 	delete(s.pods, ref)
 	return nil
 }
