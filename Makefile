@@ -15,7 +15,7 @@ HELPERS     := bin/nri-sidecar-helper
 RUNTIME_PKG := ./e2e/runtime/...
 IS_ROOT     := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: all build test unit e2e fuzz-smoke runtime-bins run bench lint fmt clean FORCE
+.PHONY: all build test unit e2e fuzz-smoke runtime-bins run bench lint fmt clean install uninstall chart images FORCE
 
 all: build
 
@@ -32,7 +32,13 @@ bin/nri-%: FORCE
 
 # Everything: lint, unit and harness tests with the race detector, the real-node
 # tests on containerd and CRI-O, and a short run of every fuzz target.
-test: lint unit e2e fuzz-smoke
+test: lint unit chart e2e fuzz-smoke
+
+# The Helm chart's tests live in their own module (deployments/helm), so that
+# Helm's dependencies stay out of the plugins': render, decode, security
+# settings, deployments/kubernetes in sync.
+chart:
+	cd deployments/helm && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # Unit and harness tests; the real-node tests (TestRealNode, e2e/runtime) are e2e's.
 unit:
@@ -58,6 +64,35 @@ fuzz-smoke:
 # A local node sandbox: containerd + kubelet + every plugin, with a demo workload.
 run: build runtime-bins
 	$(GO) run ./e2e/runtime/cmd/nri-sandbox $(addprefix --plugin ,$(BINARIES)) --workload e2e/runtime/testdata/demo
+
+# Pre-registered install for nodes that run the plugins without Kubernetes
+# (docs/install.md): NN-name binaries into the runtime's plugin dir, their
+# NN-name.conf into its conf.d, the sidecar helper under PREFIX.
+PREFIX         ?= /usr/local
+NRI_PLUGIN_DIR ?= /opt/nri/plugins
+NRI_CONF_DIR   ?= /etc/nri/conf.d
+INSTALL_ENV     = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" NRI_PLUGIN_DIR="$(NRI_PLUGIN_DIR)" NRI_CONF_DIR="$(NRI_CONF_DIR)"
+
+install: build
+	$(INSTALL_ENV) bash deployments/preregistered/install.sh bin
+
+uninstall:
+	$(INSTALL_ENV) bash deployments/preregistered/install.sh --uninstall bin
+
+# One OCI image archive per plugin, nri-<plugin>.tar in IMAGES_OUT, from
+# static binaries and without a container engine (deployments/images):
+# reproducible, tagged with the chart's appVersion.
+IMAGE_REGISTRY ?= ghcr.io/nri-suite
+IMAGE_TAG      ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' deployments/helm/nri-suite/Chart.yaml)
+IMAGES_OUT     ?= _out/images
+STATIC_BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -buildid='
+
+images:
+	rm -rf $(IMAGES_OUT)/bin && mkdir -p $(IMAGES_OUT)/bin
+	for p in $(PLUGINS); do $(STATIC_BUILD) -o $(IMAGES_OUT)/bin/nri-$$p ./plugins/$$p || exit 1; done
+	$(STATIC_BUILD) -o $(IMAGES_OUT)/bin/nri-sidecar-helper ./plugins/sidecar-order/cmd/sidecar-helper
+	$(STATIC_BUILD) -o $(IMAGES_OUT)/bin/nri-suite-copy ./deployments/cmd/nri-suite-copy
+	$(GO) run ./deployments/images --bin-dir $(IMAGES_OUT)/bin --out $(IMAGES_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG)
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v '/e2e/runtime')

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/nri-suite/nri-suite/deployments"
 )
 
 // Containerd runs containerd v2 (config version 3) with the runc shim, on
@@ -94,10 +96,14 @@ func (c *Containerd) Start(ctx context.Context, env RuntimeEnv) error {
 		return fmt.Errorf("writing containerd config: %w", err)
 	}
 	dropIn := filepath.Join(c.paths.DropInDir, "50-nri-cdi.toml")
-	if err := os.WriteFile(dropIn, []byte(ContainerdNRIDropIn(env.NRI, env.CDISpecDirs)), 0o644); err != nil {
+	content, err := ContainerdNRIDropIn(env.NRI, env.CDISpecDirs)
+	if err != nil {
+		return fmt.Errorf("configuring containerd: %w", err)
+	}
+	if err := os.WriteFile(dropIn, []byte(content), 0o644); err != nil {
 		return fmt.Errorf("writing containerd NRI drop-in: %w", err)
 	}
-	err := c.launch(ctx, command{
+	err = c.launch(ctx, command{
 		name:    "containerd",
 		argv:    []string{env.Cache.Bin("containerd"), "--config", c.paths.Config, "--log-level", "info"},
 		env:     []string{"TMPDIR=" + c.paths.Temp, "PATH=" + c.paths.CacheBins + ":" + os.Getenv("PATH")},
@@ -190,28 +196,10 @@ imports = [%[3]q]
 		filepath.Join(p.CNI, "bin"), filepath.Join(p.CNI, "net.d"), p.RuncPath, p.RuncRoot, p.PauseRef, p.Opt, p.ShimSock)
 }
 
-// ContainerdNRIDropIn returns the drop-in that enables NRI on the given
-// socket and plugin directories and points CDI at the given spec dirs. It is
-// a separate file so that the drop-in shipped in deployments/ can take its
-// place.
-func ContainerdNRIDropIn(nri NRIConfig, cdiSpecDirs []string) string {
-	quoted := make([]string, len(cdiSpecDirs))
-	for i, d := range cdiSpecDirs {
-		quoted[i] = fmt.Sprintf("%q", d)
-	}
-	return fmt.Sprintf(`version = 3
-
-[plugins.'io.containerd.nri.v1.nri']
-  disable = false
-  disable_connections = false
-  socket_path = %q
-  plugin_path = %q
-  plugin_config_path = %q
-  plugin_registration_timeout = %q
-  plugin_request_timeout = %q
-
-[plugins.'io.containerd.cri.v1.runtime']
-  cdi_spec_dirs = [%s]
-`, nri.Socket, nri.PluginPath, nri.PluginConfigPath, nri.RegistrationTimeout.String(), nri.RequestTimeout.String(),
-		strings.Join(quoted, ", "))
+// ContainerdNRIDropIn returns the containerd drop-in that the suite ships
+// (deployments/containerd), with its NRI socket, plugin directories and CDI
+// spec dirs moved to the sandbox's: nothing else differs from the shipped
+// file, whose timeouts apply (see deployments.DropIn).
+func ContainerdNRIDropIn(nri NRIConfig, cdiSpecDirs []string) (string, error) {
+	return deployments.DropIn(deployments.Containerd, nri.deploymentPaths(cdiSpecDirs))
 }

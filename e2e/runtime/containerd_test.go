@@ -21,8 +21,9 @@ func TestContainerdConfigMergesDropIn(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.Config, []byte(ContainerdConfig(p)), 0o644))
 	nri := NRIConfig{Socket: "/sb/nri/nri.sock", PluginPath: "/sb/nri/plugins", PluginConfigPath: "/sb/nri/conf.d",
 		RegistrationTimeout: 5 * time.Second, RequestTimeout: 2 * time.Second}
-	require.NoError(t, os.WriteFile(filepath.Join(p.DropInDir, "50-nri-cdi.toml"),
-		[]byte(ContainerdNRIDropIn(nri, []string{"/sb/cdi", "/sb/cdi2"})), 0o644))
+	dropIn, err := ContainerdNRIDropIn(nri, []string{"/sb/cdi", "/sb/cdi2"})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(p.DropInDir, "50-nri-cdi.toml"), []byte(dropIn), 0o644))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nri-suite/nri-suite/common/kubepod"
+	"github.com/nri-suite/nri-suite/deployments"
 )
 
 // CRIO runs CRI-O v1.34 with runc and conmon, on sockets and directories of
@@ -168,9 +168,13 @@ func (c *CRIO) Start(ctx context.Context, env RuntimeEnv) error {
 	if err != nil {
 		return err
 	}
+	dropIn, err := CRIONRIDropIn(env.NRI, env.CDISpecDirs)
+	if err != nil {
+		return fmt.Errorf("configuring CRI-O: %w", err)
+	}
 	files := []struct{ path, content string }{
 		{c.paths.Config, CRIOConfig(c.paths)},
-		{filepath.Join(c.paths.DropInDir, "50-nri-cdi.conf"), CRIONRIDropIn(env.NRI, env.CDISpecDirs)},
+		{filepath.Join(c.paths.DropInDir, "50-nri-cdi.conf"), dropIn},
 		{c.paths.StorageConf, CRIOStorageConf(c.paths)},
 		{c.paths.RegistriesConf, registries},
 		{c.paths.Policy, policy},
@@ -471,26 +475,10 @@ plugin_dirs = [%[23]q]
 		filepath.Join(p.CNI, "net.d"), filepath.Join(p.CNI, "bin"))
 }
 
-// CRIONRIDropIn returns the crio.conf.d drop-in that enables NRI on the
-// given socket and plugin directories and points CDI at the given spec
-// dirs. It is a separate file so that the drop-in shipped in deployments/
-// can take its place.
-func CRIONRIDropIn(nri NRIConfig, cdiSpecDirs []string) string {
-	quoted := make([]string, len(cdiSpecDirs))
-	for i, d := range cdiSpecDirs {
-		quoted[i] = strconv.Quote(d)
-	}
-	return fmt.Sprintf(`[crio.runtime]
-cdi_spec_dirs = [%s]
-
-[crio.nri]
-enable_nri = true
-nri_disable_connections = false
-nri_listen = %q
-nri_plugin_dir = %q
-nri_plugin_config_dir = %q
-nri_plugin_registration_timeout = %q
-nri_plugin_request_timeout = %q
-`, strings.Join(quoted, ", "), nri.Socket, nri.PluginPath, nri.PluginConfigPath,
-		nri.RegistrationTimeout.String(), nri.RequestTimeout.String())
+// CRIONRIDropIn returns the crio.conf.d drop-in that the suite ships
+// (deployments/crio), with its NRI socket, plugin directories and CDI spec
+// dirs moved to the sandbox's: nothing else differs from the shipped file,
+// whose timeouts apply (see deployments.DropIn).
+func CRIONRIDropIn(nri NRIConfig, cdiSpecDirs []string) (string, error) {
+	return deployments.DropIn(deployments.CRIO, nri.deploymentPaths(cdiSpecDirs))
 }

@@ -179,10 +179,41 @@ func pluginArgs(spec PluginSpec, socket, configPath, sharedDir, dir string) []st
 	return args
 }
 
+// CDIDir in a pre-registered plugin's Config stands for the sandbox's CDI
+// spec dir (Sandbox.CDISpecDir), which exists only once the sandbox starts,
+// when the runtime already launches the plugin.
+const CDIDir = "{cdi-dir}"
+
+// PreRegisteredFromLayout returns a spec for every plugin of an installed
+// pre-registered layout (`make install`): each NN-name executable of
+// pluginDir, with confDir/NN-name.conf as its configuration if there is one.
+// Anything else in pluginDir is an error, as it is for the runtime.
+func PreRegisteredFromLayout(pluginDir, confDir string) ([]PluginSpec, error) {
+	entries, err := os.ReadDir(pluginDir)
+	if err != nil {
+		return nil, fmt.Errorf("reading pre-registered layout: %w", err)
+	}
+	var specs []PluginSpec
+	for _, e := range entries {
+		idx, name, ok := strings.Cut(e.Name(), "-")
+		spec := PluginSpec{Binary: filepath.Join(pluginDir, e.Name()), Name: name, Idx: idx}
+		if !ok || e.IsDir() || spec.validate() != nil {
+			return nil, fmt.Errorf("reading pre-registered layout: %s: expected only executables named NN-name in %s", e.Name(), pluginDir)
+		}
+		conf, err := os.ReadFile(filepath.Join(confDir, e.Name()+".conf"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("reading pre-registered layout: %w", err)
+		}
+		spec.Config = conf
+		specs = append(specs, spec)
+	}
+	return specs, nil
+}
+
 // installPreRegistered lays out a plugin the way the runtime launches it:
 // the binary as NN-name in the plugin dir, its configuration as NN-name.conf
-// in the plugin config dir.
-func installPreRegistered(spec PluginSpec, nri NRIConfig) error {
+// in the plugin config dir, with CDIDir replaced by cdiDir.
+func installPreRegistered(spec PluginSpec, nri NRIConfig, cdiDir string) error {
 	if err := spec.validatePreRegistered(); err != nil {
 		return err
 	}
@@ -195,7 +226,8 @@ func installPreRegistered(spec PluginSpec, nri NRIConfig) error {
 		return fmt.Errorf("installing pre-registered plugin %s: %w", base, err)
 	}
 	if len(spec.Config) > 0 {
-		if err := os.WriteFile(filepath.Join(nri.PluginConfigPath, base+".conf"), spec.Config, 0o644); err != nil {
+		config := strings.ReplaceAll(string(spec.Config), CDIDir, cdiDir)
+		if err := os.WriteFile(filepath.Join(nri.PluginConfigPath, base+".conf"), []byte(config), 0o644); err != nil {
 			return fmt.Errorf("installing configuration of pre-registered plugin %s: %w", base, err)
 		}
 	}

@@ -78,17 +78,41 @@ func TestInstallPreRegistered(t *testing.T) {
 	bin := filepath.Join(dir, "nri-x")
 	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755))
 
-	require.NoError(t, installPreRegistered(PluginSpec{Binary: bin, Name: "x", Idx: "20", Config: []byte("a: 1\n")}, nri))
+	require.NoError(t, installPreRegistered(PluginSpec{Binary: bin, Name: "x", Idx: "20", Config: []byte("a: 1\ndirs: [" + CDIDir + "]\n")}, nri, "/sb/cdi"))
 	st, err := os.Stat(filepath.Join(nri.PluginPath, "20-x"))
 	require.NoError(t, err)
 	assert.NotZero(t, st.Mode().Perm()&0o100, "the installed plugin is executable")
 	conf, err := os.ReadFile(filepath.Join(nri.PluginConfigPath, "20-x.conf"))
 	require.NoError(t, err)
-	assert.Equal(t, "a: 1\n", string(conf))
+	assert.Equal(t, "a: 1\ndirs: [/sb/cdi]\n", string(conf), "CDIDir stands for the sandbox's CDI spec dir")
 
-	err = installPreRegistered(PluginSpec{Binary: filepath.Join(dir, "missing"), Name: "y", Idx: "21"}, nri)
+	err = installPreRegistered(PluginSpec{Binary: filepath.Join(dir, "missing"), Name: "y", Idx: "21"}, nri, "/sb/cdi")
 	assert.ErrorContains(t, err, "reading plugin binary")
-	err = installPreRegistered(PluginSpec{Binary: bin, Name: "z", Idx: "22", Args: []string{"--state-dir", "/s"}}, nri)
+	err = installPreRegistered(PluginSpec{Binary: bin, Name: "z", Idx: "22", Args: []string{"--state-dir", "/s"}}, nri, "/sb/cdi")
 	assert.ErrorContains(t, err, `pre-registered plugin 22-z: args ["--state-dir" "/s"]: the runtime launches pre-registered plugins without flags`)
 	assert.NoFileExists(t, filepath.Join(nri.PluginPath, "22-z"), "a refused plugin is not installed")
+}
+
+func TestPreRegisteredFromLayout(t *testing.T) {
+	dir := t.TempDir()
+	plugins, confs := filepath.Join(dir, "plugins"), filepath.Join(dir, "conf.d")
+	require.NoError(t, os.MkdirAll(plugins, 0o755))
+	require.NoError(t, os.MkdirAll(confs, 0o755))
+	for _, name := range []string{"10-a", "90-b"} {
+		require.NoError(t, os.WriteFile(filepath.Join(plugins, name), []byte("#!/bin/sh\n"), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(confs, "10-a.conf"), []byte("k: v\n"), 0o644))
+
+	specs, err := PreRegisteredFromLayout(plugins, confs)
+	require.NoError(t, err)
+	assert.Equal(t, []PluginSpec{
+		{Binary: filepath.Join(plugins, "10-a"), Name: "a", Idx: "10", Config: []byte("k: v\n")},
+		{Binary: filepath.Join(plugins, "90-b"), Name: "b", Idx: "90"},
+	}, specs)
+
+	require.NoError(t, os.WriteFile(filepath.Join(plugins, "helper"), []byte("#!/bin/sh\n"), 0o755))
+	_, err = PreRegisteredFromLayout(plugins, confs)
+	assert.ErrorContains(t, err, "helper: expected only executables named NN-name in "+plugins)
+	_, err = PreRegisteredFromLayout(filepath.Join(dir, "missing"), confs)
+	assert.ErrorContains(t, err, "reading pre-registered layout")
 }

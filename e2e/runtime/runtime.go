@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/deployments"
 )
 
 // Runtime is a CRI container runtime with NRI that a Sandbox can run under its
@@ -56,13 +58,21 @@ type RuntimeEnv struct {
 }
 
 // NRIConfig is the runtime side of NRI: the socket plugins connect to, the
-// pre-registered plugin directories and the timeouts.
+// pre-registered plugin directories and the timeouts. The runtimes take the
+// timeouts from the shipped drop-ins (deployments/): the fields say what
+// those set, and the runtimes' config tests check it.
 type NRIConfig struct {
 	Socket              string
 	PluginPath          string
 	PluginConfigPath    string
 	RegistrationTimeout time.Duration
 	RequestTimeout      time.Duration
+}
+
+// deploymentPaths are the paths to put into a shipped drop-in in place of
+// the production ones.
+func (n NRIConfig) deploymentPaths(cdiSpecDirs []string) deployments.Paths {
+	return deployments.Paths{NRISocket: n.Socket, PluginDir: n.PluginPath, PluginConfigDir: n.PluginConfigPath, CDISpecDirs: cdiSpecDirs}
 }
 
 // runtimes maps a runtime's name to its constructor; a new runtime adds itself

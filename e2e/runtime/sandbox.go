@@ -145,13 +145,16 @@ func (s *Sandbox) start(ctx context.Context) error {
 		RequestTimeout:      2 * time.Second,
 	}
 	s.cdiDir = filepath.Join(s.dir, "cdi")
-	for _, dir := range []string{s.nri.PluginPath, s.nri.PluginConfigPath, s.cdiDir, filepath.Join(s.dir, "plugins"), filepath.Join(s.dir, "cri")} {
+	// The shipped drop-ins name two CDI spec dirs (/etc/cdi, /var/run/cdi):
+	// CDISpecDir stands for the first, cdi-run for the second.
+	cdiDirs := []string{s.cdiDir, filepath.Join(s.dir, "cdi-run")}
+	for _, dir := range append([]string{s.nri.PluginPath, s.nri.PluginConfigPath, filepath.Join(s.dir, "plugins"), filepath.Join(s.dir, "cri")}, cdiDirs...) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("creating sandbox directory: %w", err)
 		}
 	}
 	for _, spec := range s.opts.PreRegistered {
-		if err := installPreRegistered(spec, s.nri); err != nil {
+		if err := installPreRegistered(spec, s.nri, s.cdiDir); err != nil {
 			return err
 		}
 	}
@@ -161,7 +164,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 		Images:      s.opts.Cache.Images(),
 		PauseImage:  PauseImage,
 		NRI:         s.nri,
-		CDISpecDirs: []string{s.cdiDir},
+		CDISpecDirs: cdiDirs,
 		Log:         s.log,
 	})
 	if err != nil {

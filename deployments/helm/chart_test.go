@@ -1,0 +1,426 @@
+// Package helm tests the nri-suite chart: rendered through Helm's own
+// library, every object decoded strictly into the Kubernetes API types, the
+// security settings checked per plugin, and the plain manifests in
+// deployments/kubernetes kept equal to what the chart renders.
+package helm
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite deployments/kubernetes/nri-suite.yaml from the chart")
+
+const (
+	chartDir     = "nri-suite"
+	manifestPath = "../kubernetes/nri-suite.yaml"
+	// The plain manifests are rendered as release nri-suite in kube-system.
+	releaseName      = "nri-suite"
+	releaseNamespace = "kube-system"
+)
+
+// rendered is what the chart produced, decoded.
+type rendered struct {
+	daemonSets map[string]*appsv1.DaemonSet // by plugin
+	configMaps map[string]*corev1.ConfigMap // by plugin
+	text       string                       // the documents, in file and then document order
+}
+
+// render renders the chart with values over its defaults, as `helm
+// template` does, and decodes every object strictly.
+func render(t *testing.T, values map[string]any) (*rendered, error) {
+	t.Helper()
+	chart, err := loader.Load(chartDir)
+	require.NoError(t, err)
+	vals, err := chartutil.ToRenderValues(chart, values,
+		chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	files, err := engine.Render(chart, vals)
+	if err != nil {
+		return nil, err
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for name := range files {
+			if !yield(name) {
+				return
+			}
+		}
+	})
+	r := &rendered{daemonSets: map[string]*appsv1.DaemonSet{}, configMaps: map[string]*corev1.ConfigMap{}}
+	var text strings.Builder
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".yaml") {
+			continue
+		}
+		docs, err := splitDocuments(files[name])
+		require.NoError(t, err, name)
+		for _, doc := range docs {
+			fmt.Fprintf(&text, "---\n# Source: %s\n%s\n", name, doc)
+			require.NoError(t, r.decode(doc), "%s:\n%s", name, doc)
+		}
+	}
+	r.text = text.String()
+	return r, nil
+}
+
+// splitDocuments returns the non-empty YAML documents of a rendered file.
+func splitDocuments(data string) ([]string, error) {
+	reader := yamlutil.NewYAMLReader(bufio.NewReader(strings.NewReader(data)))
+	var docs []string
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if s := strings.TrimSpace(string(doc)); s != "" && s != "---" {
+			docs = append(docs, s)
+		}
+	}
+}
+
+// decode decodes one object strictly (an unknown or duplicated field is an
+// error) into its API type.
+func (r *rendered) decode(doc string) error {
+	var meta metav1.TypeMeta
+	if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+		return err
+	}
+	switch meta.GroupVersionKind().String() {
+	case "apps/v1, Kind=DaemonSet":
+		ds := &appsv1.DaemonSet{}
+		if err := yaml.UnmarshalStrict([]byte(doc), ds); err != nil {
+			return err
+		}
+		r.daemonSets[strings.TrimPrefix(ds.Labels["app.kubernetes.io/name"], "nri-")] = ds
+	case "/v1, Kind=ConfigMap":
+		cm := &corev1.ConfigMap{}
+		if err := yaml.UnmarshalStrict([]byte(doc), cm); err != nil {
+			return err
+		}
+		r.configMaps[strings.TrimPrefix(cm.Labels["app.kubernetes.io/name"], "nri-")] = cm
+	default:
+		return fmt.Errorf("unexpected object %s", meta.GroupVersionKind())
+	}
+	return nil
+}
+
+// pluginNeeds is what each plugin needs of the host, and nothing more:
+// host paths by mount path in its container (read-only unless written),
+// and the host namespaces.
+type pluginNeeds struct {
+	hostPaths  map[string]string // mount path -> host path
+	writable   []string          // mount paths it writes
+	hostNS     bool
+	extraPorts []int32
+}
+
+func defaultNeeds() map[string]pluginNeeds {
+	common := func(extra map[string]string) map[string]string {
+		m := map[string]string{"/var/run/nri": "/var/run/nri", "/run/nri-suite": "/run/nri-suite"}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	writable := []string{"/var/run/nri", "/run/nri-suite"}
+	return map[string]pluginNeeds{
+		"device-injector": {hostPaths: common(map[string]string{"/host/sys": "/sys", "/dev": "/dev", "/etc/cdi": "/etc/cdi", "/var/run/cdi": "/var/run/cdi"}), writable: writable},
+		"sidecar-order":   {hostPaths: common(map[string]string{"/opt/nri-suite/bin": "/opt/nri-suite/bin"}), writable: writable},
+		"topology-aware":  {hostPaths: common(map[string]string{"/host/sys": "/sys"}), writable: writable},
+		"security":        {hostPaths: common(nil), writable: writable, hostNS: true},
+		"stats":           {hostPaths: common(map[string]string{"/host/sys/fs/cgroup": "/sys/fs/cgroup"}), writable: writable, extraPorts: []int32{9191}},
+	}
+}
+
+var pluginIndex = map[string]string{"device-injector": "10", "sidecar-order": "20", "topology-aware": "30", "security": "40", "stats": "90"}
+
+func TestChartDefaults(t *testing.T) {
+	r, err := render(t, nil)
+	require.NoError(t, err)
+	require.Len(t, r.daemonSets, 5, "one DaemonSet per plugin")
+	require.Len(t, r.configMaps, 5)
+	for name, needs := range defaultNeeds() {
+		t.Run(name, func(t *testing.T) {
+			ds := r.daemonSets[name]
+			require.NotNil(t, ds)
+			checkDaemonSet(t, name, ds, needs)
+			if name != "security" {
+				assert.Contains(t, r.configMaps[name].Data["config.yaml"], "# defaults: plugins/"+name+"/README.md")
+			}
+			assert.Equal(t, "ghcr.io/nri-suite/nri-"+name+":0.1.0", ds.Spec.Template.Spec.Containers[0].Image)
+		})
+	}
+}
+
+// checkDaemonSet checks what every plugin's DaemonSet must hold.
+func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs pluginNeeds) {
+	t.Helper()
+	spec := ds.Spec.Template.Spec
+	assert.Equal(t, releaseNamespace, ds.Namespace)
+	assert.Equal(t, ds.Spec.Selector.MatchLabels, subset(ds.Spec.Template.Labels, ds.Spec.Selector.MatchLabels), "the selector matches the pods")
+	assert.Equal(t, "system-node-critical", spec.PriorityClassName)
+	assert.Contains(t, spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists}, "tolerates every taint")
+	require.NotNil(t, spec.AutomountServiceAccountToken)
+	assert.False(t, *spec.AutomountServiceAccountToken, "no API access: no token")
+	assert.Equal(t, needs.hostNS, spec.HostPID, "hostPID")
+	assert.Equal(t, needs.hostNS, spec.HostNetwork, "hostNetwork")
+	require.NotNil(t, spec.SecurityContext.SeccompProfile)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, spec.SecurityContext.SeccompProfile.Type)
+
+	require.Len(t, spec.Containers, 1)
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		sc := c.SecurityContext
+		require.NotNil(t, sc, c.Name)
+		assert.True(t, *sc.ReadOnlyRootFilesystem, "%s: read-only root filesystem", c.Name)
+		assert.False(t, *sc.AllowPrivilegeEscalation, "%s: no privilege escalation", c.Name)
+		assert.False(t, *sc.Privileged, "%s: not privileged", c.Name)
+		assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop, "%s: every capability dropped", c.Name)
+		assert.Empty(t, sc.Capabilities.Add, "%s: no capability added", c.Name)
+		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			q := c.Resources.Requests[res]
+			assert.True(t, q.Sign() > 0, "%s: a %s request", c.Name, res)
+		}
+		q := c.Resources.Limits[corev1.ResourceMemory]
+		assert.True(t, q.Cmp(c.Resources.Requests[corev1.ResourceMemory]) >= 0, "%s: a memory limit at least the request", c.Name)
+	}
+
+	c := spec.Containers[0]
+	assert.Contains(t, c.Args, "--idx="+pluginIndex[name])
+	assert.Contains(t, c.Args, "--name="+name)
+	assert.Contains(t, c.Args, "--config=/etc/nri-suite/config.yaml")
+	var port int32
+	for _, p := range c.Ports {
+		if p.Name == "http" {
+			port = p.ContainerPort
+		}
+	}
+	require.NotZero(t, port, "a port named http")
+	host := "0.0.0.0"
+	if needs.hostNS {
+		host = "127.0.0.1" // the node's loopback: probed there, not exposed
+	}
+	assert.Contains(t, c.Args, fmt.Sprintf("--http-addr=%s:%d", host, port))
+	for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+		require.NotNil(t, probe, path)
+		require.NotNil(t, probe.HTTPGet, path)
+		assert.Equal(t, path, probe.HTTPGet.Path)
+		assert.Equal(t, "http", probe.HTTPGet.Port.String())
+		if needs.hostNS {
+			assert.Equal(t, "127.0.0.1", probe.HTTPGet.Host, "%s: the kubelet probes the node's loopback", path)
+		} else {
+			assert.Empty(t, probe.HTTPGet.Host, "%s: the pod's IP", path)
+		}
+	}
+	var extraPorts []int32
+	for _, p := range c.Ports {
+		if p.Name != "http" {
+			extraPorts = append(extraPorts, p.ContainerPort)
+		}
+	}
+	assert.Equal(t, needs.extraPorts, extraPorts)
+
+	// The host paths mounted: exactly what the plugin needs, read-only
+	// unless it writes there.
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	got := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		v, ok := volumes[m.Name]
+		require.True(t, ok, "mount %s has a volume", m.Name)
+		if v.HostPath == nil {
+			assert.True(t, m.ReadOnly, "mount %s is read-only", m.MountPath)
+			continue
+		}
+		got[m.MountPath] = v.HostPath.Path
+		assert.Equal(t, !slices.Contains(needs.writable, m.MountPath), m.ReadOnly, "mount %s read-only unless written", m.MountPath)
+	}
+	assert.Equal(t, needs.hostPaths, got, "host paths mounted")
+	// The kubelet mounts the termination log file: not into a read-only mount.
+	logPath := c.TerminationMessagePath
+	if logPath == "" {
+		logPath = corev1.TerminationMessagePathDefault
+	}
+	for _, m := range c.VolumeMounts {
+		if m.ReadOnly {
+			assert.False(t, strings.HasPrefix(logPath, strings.TrimSuffix(m.MountPath, "/")+"/"),
+				"termination log %s inside the read-only mount %s", logPath, m.MountPath)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			assert.Contains(t, slices.Collect(maps.Values(needs.hostPaths)), v.HostPath.Path, "volume %s is mounted", v.Name)
+		}
+	}
+}
+
+// Both ways of installing configure security alike by default.
+func TestChartSecurityConfigIsThePreRegisteredOne(t *testing.T) {
+	r, err := render(t, nil)
+	require.NoError(t, err)
+	shipped, err := os.ReadFile("../preregistered/conf.d/40-security.conf")
+	require.NoError(t, err)
+	var fromChart, fromFile map[string]any
+	require.NoError(t, yaml.UnmarshalStrict([]byte(r.configMaps["security"].Data["config.yaml"]), &fromChart))
+	require.NoError(t, yaml.UnmarshalStrict(shipped, &fromFile))
+	assert.Equal(t, fromFile, fromChart)
+}
+
+func TestChartNonDefaultValues(t *testing.T) {
+	r, err := render(t, map[string]any{
+		"image": map[string]any{"registry": "registry.example/nri", "tag": "v9"},
+		"nri":   map[string]any{"socketDir": "/run/containerd/nri"},
+		"plugins": map[string]any{
+			"stats":          map[string]any{"enabled": false},
+			"topology-aware": map[string]any{"config": map[string]any{"reserved-cpus": "0,1", "topology-policy": "single-numa-node"}},
+			"security":       map[string]any{"validator": false, "profileDir": "/etc/nri-suite/seccomp"},
+			"device-injector": map[string]any{"resources": map[string]any{
+				"requests": map[string]any{"cpu": "50m", "memory": "64Mi"}, "limits": map[string]any{"memory": "512Mi"}}},
+		},
+	})
+	require.NoError(t, err)
+	assert.NotContains(t, r.daemonSets, "stats", "a disabled plugin has no DaemonSet")
+	assert.NotContains(t, r.configMaps, "stats", "nor a ConfigMap")
+	require.Len(t, r.daemonSets, 4)
+
+	topo := r.daemonSets["topology-aware"]
+	assert.Equal(t, "registry.example/nri/nri-topology-aware:v9", topo.Spec.Template.Spec.Containers[0].Image)
+	assert.Contains(t, topo.Spec.Template.Spec.Containers[0].Args, "--socket=/run/containerd/nri/nri.sock")
+	var config map[string]any
+	require.NoError(t, yaml.UnmarshalStrict([]byte(r.configMaps["topology-aware"].Data["config.yaml"]), &config))
+	assert.Equal(t, map[string]any{"reserved-cpus": "0,1", "topology-policy": "single-numa-node"}, config)
+	assert.NotEqual(t, r.daemonSets["device-injector"].Spec.Template.Annotations["checksum/config"],
+		topo.Spec.Template.Annotations["checksum/config"], "a configuration's checksum restarts its pods")
+
+	sec := r.daemonSets["security"].Spec.Template.Spec
+	assert.Contains(t, sec.Containers[0].Args, "--validator=false")
+	needs := defaultNeeds()["security"]
+	needs.hostPaths["/etc/nri-suite/seccomp"] = "/etc/nri-suite/seccomp"
+	delete(needs.hostPaths, "/var/run/nri")
+	needs.hostPaths["/run/containerd/nri"] = "/run/containerd/nri"
+	needs.writable = []string{"/run/containerd/nri", "/run/nri-suite"}
+	checkDaemonSet(t, "security", r.daemonSets["security"], needs)
+
+	di := r.daemonSets["device-injector"].Spec.Template.Spec.Containers[0].Resources
+	assert.Equal(t, resource.MustParse("50m"), di.Requests[corev1.ResourceCPU])
+	assert.Equal(t, resource.MustParse("512Mi"), di.Limits[corev1.ResourceMemory])
+}
+
+func TestChartRefusesBadValues(t *testing.T) {
+	tests := []struct {
+		name    string
+		values  map[string]any
+		wantErr []string
+	}{
+		{name: "unknown plugin", values: map[string]any{"plugins": map[string]any{"gpu": map[string]any{"enabled": true}}},
+			wantErr: []string{"plugins", "gpu"}},
+		{name: "negative memory", values: map[string]any{"plugins": map[string]any{"stats": map[string]any{
+			"resources": map[string]any{"limits": map[string]any{"memory": "-1Mi"}}}}},
+			wantErr: []string{"/plugins/stats/resources/limits/memory", "-1Mi"}},
+		{name: "negative cpu", values: map[string]any{"plugins": map[string]any{"security": map[string]any{
+			"resources": map[string]any{"requests": map[string]any{"cpu": "-100m"}}}}},
+			wantErr: []string{"/plugins/security/resources/requests/cpu"}},
+		{name: "bad index", values: map[string]any{"plugins": map[string]any{"stats": map[string]any{"index": "9"}}},
+			wantErr: []string{"/plugins/stats/index"}},
+		{name: "relative socket dir", values: map[string]any{"nri": map[string]any{"socketDir": "run/nri"}},
+			wantErr: []string{"/nri/socketDir"}},
+		{name: "unknown plugin key", values: map[string]any{"plugins": map[string]any{"stats": map[string]any{"replicas": 2}}},
+			wantErr: []string{"replicas"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := render(t, tt.values)
+			require.Error(t, err)
+			for _, want := range tt.wantErr {
+				assert.ErrorContains(t, err, want)
+			}
+		})
+	}
+}
+
+// The plain manifests are the chart's defaults rendered; `go test -update`
+// rewrites them.
+func TestPlainManifestsInSync(t *testing.T) {
+	r, err := render(t, nil)
+	require.NoError(t, err)
+	want := manifestHeader + r.text
+	if *update {
+		require.NoError(t, os.WriteFile(manifestPath, []byte(want), 0o644))
+	}
+	got, err := os.ReadFile(manifestPath)
+	require.NoError(t, err)
+	if line, w, g := firstDifference(want, string(got)); line > 0 {
+		t.Errorf("%s is out of date: run `go test ./... -update` in deployments/helm; line %d is %q, the chart renders %q",
+			filepath.Base(manifestPath), line, g, w)
+	}
+}
+
+// firstDifference returns the first line (from 1) where want and got
+// differ, and both lines; 0 when they are equal.
+func firstDifference(want, got string) (int, string, string) {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl || i >= len(w) || i >= len(g) {
+			return i + 1, wl, gl
+		}
+	}
+	return 0, "", ""
+}
+
+const manifestHeader = `# nri-suite: the Helm chart deployments/helm/nri-suite rendered with its
+# default values as release "nri-suite" in kube-system. Generated by
+# deployments/helm/chart_test.go (go test ./... -update); do not edit.
+`
+
+func TestFirstDifference(t *testing.T) {
+	line, w, g := firstDifference("a\nb\nc", "a\nx\nc")
+	assert.Equal(t, []any{2, "b", "x"}, []any{line, w, g})
+	line, _, _ = firstDifference("a\nb", "a\nb")
+	assert.Zero(t, line)
+	line, w, g = firstDifference("a\nb", "a")
+	assert.Equal(t, []any{2, "b", ""}, []any{line, w, g})
+}
+
+func subset(m, keys map[string]string) map[string]string {
+	out := map[string]string{}
+	for k := range keys {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,41 @@
+{{/* Labels of every object of one plugin. */}}
+{{- define "nri-suite.labels" -}}
+app.kubernetes.io/name: nri-{{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/part-of: nri-suite
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ .root.Chart.Name }}-{{ .root.Chart.Version }}
+{{- end -}}
+
+{{- define "nri-suite.selector" -}}
+app.kubernetes.io/name: nri-{{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{- define "nri-suite.image" -}}
+{{ .root.Values.image.registry }}/nri-{{ .name }}:{{ .root.Values.image.tag | default .root.Chart.AppVersion }}
+{{- end -}}
+
+{{/* The object name of one plugin: <release>-<plugin>, at most 63 characters. */}}
+{{- define "nri-suite.fullname" -}}
+{{ printf "%s-%s" .root.Release.Name .name | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+
+{{/* Security and user-namespace policy need the host's PID and network namespaces to tell them from containers'. */}}
+{{- define "nri-suite.hostNamespaces" -}}
+{{- if eq .name "security" }}true{{ end -}}
+{{- end -}}
+
+{{/* Every container: root (the NRI socket is root's) with no capability,
+no privilege escalation and a read-only root filesystem. */}}
+{{- define "nri-suite.containerSecurity" -}}
+runAsUser: 0
+runAsGroup: 0
+runAsNonRoot: false
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end -}}

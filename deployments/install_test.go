@@ -1,0 +1,172 @@
+package deployments
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pluginIndex is the NRI index of each plugin, as install.sh lays them out.
+var pluginIndex = map[string]string{
+	"device-injector": "10",
+	"sidecar-order":   "20",
+	"topology-aware":  "30",
+	"security":        "40",
+	"stats":           "90",
+}
+
+// fakeBinDir makes a BIN_DIR whose binaries are scripts naming themselves,
+// so that the test can tell which landed where.
+func fakeBinDir(t *testing.T) string {
+	dir := t.TempDir()
+	for name := range pluginIndex {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "nri-"+name), []byte("#!/bin/sh\n# "+name+"\n"), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nri-sidecar-helper"), []byte("#!/bin/sh\n# helper\n"), 0o755))
+	return dir
+}
+
+// runInstall runs install.sh with env on top of a clean environment.
+func runInstall(t *testing.T, env map[string]string, args ...string) (string, error) {
+	cmd := exec.Command("bash", append([]string{"preregistered/install.sh"}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+var nriPluginName = regexp.MustCompile(`^[0-9]{2}-[a-z0-9-]+$`)
+
+func TestInstallLayout(t *testing.T) {
+	bin, dest := fakeBinDir(t), t.TempDir()
+	out, err := runInstall(t, map[string]string{"DESTDIR": dest, "PREFIX": "/usr"}, bin)
+	require.NoError(t, err, out)
+
+	pluginDir := filepath.Join(dest, DefaultPaths.PluginDir)
+	entries, err := os.ReadDir(pluginDir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		assert.Regexp(t, nriPluginName, e.Name(), "NRI refuses the plugin dir if any file is not NN-name")
+	}
+	assert.ElementsMatch(t, []string{"10-device-injector", "20-sidecar-order", "30-topology-aware", "40-security", "90-stats"}, names)
+	for name, idx := range pluginIndex {
+		path := filepath.Join(pluginDir, idx+"-"+name)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, "#!/bin/sh\n# "+name+"\n", string(data), "%s is nri-%s", path, name)
+		st, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o755), st.Mode().Perm(), path)
+
+		conf := filepath.Join(dest, DefaultPaths.PluginConfigDir, idx+"-"+name+".conf")
+		st, err = os.Stat(conf)
+		require.NoError(t, err, "every plugin gets its configuration")
+		assert.Equal(t, os.FileMode(0o644), st.Mode().Perm(), conf)
+	}
+
+	helper := filepath.Join(dest, "/usr/libexec/nri-suite/nri-sidecar-helper")
+	assert.FileExists(t, helper, "the helper goes under PREFIX, outside the plugin dir")
+	conf, err := os.ReadFile(filepath.Join(dest, DefaultPaths.PluginConfigDir, "20-sidecar-order.conf"))
+	require.NoError(t, err)
+	assert.Contains(t, string(conf), "\nhelper: /usr/libexec/nri-suite/nri-sidecar-helper\n", "the path on the node, without DESTDIR")
+	assert.NotContains(t, string(conf), "@")
+}
+
+func TestInstallKeepsEditedConfigAndUninstalls(t *testing.T) {
+	bin, dest := fakeBinDir(t), t.TempDir()
+	env := map[string]string{"DESTDIR": dest, "NRI_PLUGIN_DIR": "/p", "NRI_CONF_DIR": "/c", "PREFIX": "/x"}
+	out, err := runInstall(t, env, bin)
+	require.NoError(t, err, out)
+	edited := filepath.Join(dest, "c", "30-topology-aware.conf")
+	require.NoError(t, os.WriteFile(edited, []byte("reserved-cpus: \"0\"\n"), 0o644))
+	shipped := filepath.Join(dest, "c", "90-stats.conf")
+	require.NoError(t, os.Remove(shipped))
+
+	out, err = runInstall(t, env, bin)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "kept "+edited)
+	data, err := os.ReadFile(edited)
+	require.NoError(t, err)
+	assert.Equal(t, "reserved-cpus: \"0\"\n", string(data), "an upgrade keeps the operator's configuration")
+	assert.FileExists(t, shipped, "a missing configuration is installed again")
+
+	out, err = runInstall(t, env, "--uninstall", bin)
+	require.NoError(t, err, out)
+	for _, dir := range []string{"p", "c"} {
+		entries, err := os.ReadDir(filepath.Join(dest, dir))
+		require.NoError(t, err)
+		assert.Empty(t, entries, "uninstall removes what install put into %s", dir)
+	}
+	assert.NoDirExists(t, filepath.Join(dest, "x/libexec/nri-suite"))
+}
+
+func TestInstallSubset(t *testing.T) {
+	bin, dest := fakeBinDir(t), t.TempDir()
+	out, err := runInstall(t, map[string]string{"DESTDIR": dest, "PLUGINS": "device-injector stats"}, bin)
+	require.NoError(t, err, out)
+	entries, err := os.ReadDir(filepath.Join(dest, DefaultPaths.PluginDir))
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	assert.Equal(t, "10-device-injector", entries[0].Name())
+	assert.Equal(t, "90-stats", entries[1].Name())
+	assert.NoFileExists(t, filepath.Join(dest, "/usr/local/libexec/nri-suite/nri-sidecar-helper"), "no helper without sidecar-order")
+}
+
+func TestInstallErrors(t *testing.T) {
+	bin := fakeBinDir(t)
+	require.NoError(t, os.Remove(filepath.Join(bin, "nri-sidecar-helper")))
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr string
+	}{
+		{name: "no bin dir", wantErr: "usage: install.sh [--uninstall] BIN_DIR"},
+		{name: "missing binary", args: []string{t.TempDir()}, wantErr: "plugin device-injector: "},
+		{name: "missing helper", args: []string{bin}, wantErr: "sidecar-order: " + bin + "/nri-sidecar-helper is missing"},
+		{name: "unknown plugin", env: map[string]string{"PLUGINS": "stats gpu"}, args: []string{bin},
+			wantErr: `PLUGINS: unknown plugin "gpu", expected some of: device-injector sidecar-order topology-aware security stats`},
+		{name: "relative dir", env: map[string]string{"NRI_PLUGIN_DIR": "plugins"}, args: []string{bin},
+			wantErr: "must be absolute paths, got plugins"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dest := t.TempDir()
+			env := map[string]string{"DESTDIR": dest}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			out, err := runInstall(t, env, tt.args...)
+			require.Error(t, err)
+			assert.Contains(t, out, tt.wantErr)
+			entries, err := os.ReadDir(dest)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "nothing is installed when a check fails")
+		})
+	}
+}
+
+// Every shipped configuration is named NN-name.conf after a plugin and its index.
+func TestShippedConfigsMatchTheirPlugins(t *testing.T) {
+	entries, err := os.ReadDir("preregistered/conf.d")
+	require.NoError(t, err)
+	var plugins []string
+	for _, e := range entries {
+		base := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".in"), ".conf")
+		idx, name, ok := strings.Cut(base, "-")
+		require.True(t, ok, e.Name())
+		assert.Equal(t, pluginIndex[name], idx, "%s: the plugin's NRI index", e.Name())
+		plugins = append(plugins, name)
+	}
+	assert.Len(t, plugins, len(pluginIndex))
+}

@@ -1,0 +1,236 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nri-suite/nri-suite/common/state"
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+)
+
+// pluginInfo is a plugin's NRI index and the loopback port the runner
+// serves /readyz on by default (a pre-registered plugin gets no flags, so
+// the defaults apply).
+type pluginInfo struct{ idx, port string }
+
+// plugins are the suite's plugins by name.
+var plugins = map[string]pluginInfo{
+	"device-injector": {"10", "9110"},
+	"sidecar-order":   {"20", "9120"},
+	"topology-aware":  {"30", "9130"},
+	"security":        {"40", "9140"},
+	"stats":           {"90", "9190"},
+}
+
+// statsAddr is the stats plugin's default listener.
+const statsAddr = "127.0.0.1:9191"
+
+// The test's CDI device: /dev/null as /dev/deploy-null with an env variable.
+const (
+	device     = "nri-suite.io/deploy=null"
+	deviceSpec = `cdiVersion: 0.6.0
+kind: nri-suite.io/deploy
+devices:
+  - name: "null"
+    containerEdits:
+      deviceNodes:
+        - path: /dev/deploy-null
+          hostPath: /dev/null
+      env:
+        - NRI_SUITE_DEPLOY_DEVICE=null
+`
+)
+
+// runScenario runs the scenario pods and checks that each installed plugin
+// acted on them: the CDI device's node and env (device-injector), the helper
+// in front of the sidecar (sidecar-order), a placement whose cpuset the
+// container has, and an exclusive CPU for a Guaranteed pod (topology-aware),
+// the runtime default seccomp profile (security), the pod's cAdvisor metrics
+// and every plugin's readiness (stats). What the runtime cannot do skips,
+// saying why.
+func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, installed map[string]pluginInfo) {
+	rt := sb.Runtime().Name()
+	web := sandbox.BusyboxPod("web", "app", "log-shipper")
+	web.Annotations = map[string]string{
+		"cdi-devices.nri-suite.io/container.app": device,
+		"sidecar-order.nri-suite.io/sidecars":    "log-shipper",
+	}
+	require.NoError(t, sb.WritePod(web))
+	app, err := sb.WaitContainer(ctx, "web", "app")
+	require.NoError(t, err)
+	shipper, err := sb.WaitContainer(ctx, "web", "log-shipper")
+	require.NoError(t, err)
+
+	t.Run("device-injector", func(t *testing.T) {
+		env, err := sb.Environ(ctx, app.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "null", env["NRI_SUITE_DEPLOY_DEVICE"], "the CDI device's env")
+		_, err = sb.CRI().Exec(ctx, app.ID, "test", "-c", "/dev/deploy-null")
+		assert.NoError(t, err, "the CDI device's node")
+	})
+	t.Run("sidecar-order", func(t *testing.T) {
+		if _, ok := installed["sidecar-order"]; !ok {
+			t.Skip("sidecar-order is not installed in this test (see its doc comment)")
+		}
+		if rt == "crio" {
+			t.Skip("CRI-O v1.34's NRI drops args adjustments: the plugin leaves pods alone there (plugins/sidecar-order/README.md)")
+		}
+		cmdline, err := sb.ReadFile(ctx, shipper.ID, "/proc/1/cmdline")
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(cmdline, "/.nri-sidecar-order/helper\x00--role\x00sidecar"),
+			"the sidecar runs under the installed helper, got %q", cmdline)
+	})
+	t.Run("topology-aware", func(t *testing.T) {
+		status, err := sb.ProcStatus(ctx, app.ID)
+		require.NoError(t, err)
+		assert.Equal(t, placedCPUs(ctx, t, app.ID), status["Cpus_allowed_list"], "the container runs where the plugin placed it")
+		if runtime.NumCPU() < 2 {
+			t.Skip("an exclusive CPU needs 2 CPUs")
+		}
+		db := sandbox.BusyboxPod("db")
+		one := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+		db.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
+		if why := sb.CannotRun(db); why != "" {
+			t.Skip(why)
+		}
+		require.NoError(t, sb.WritePod(db))
+		c, err := sb.WaitContainer(ctx, "db", "main")
+		require.NoError(t, err)
+		dbStatus, err := sb.ProcStatus(ctx, c.ID)
+		require.NoError(t, err)
+		exclusive := dbStatus["Cpus_allowed_list"]
+		assert.Regexp(t, `^[0-9]+$`, exclusive, "one exclusive CPU")
+		assert.Equal(t, placedCPUs(ctx, t, c.ID), exclusive)
+		status, err = sb.ProcStatus(ctx, app.ID)
+		require.NoError(t, err)
+		assert.NotContains(t, strings.Split(status["Cpus_allowed_list"], ","), exclusive, "the shared container moved off the exclusive CPU")
+	})
+	t.Run("security", func(t *testing.T) {
+		if _, ok := installed["security"]; !ok {
+			t.Skip("not installed (CRI-O v1.34's NRI refuses the validator)")
+		}
+		for _, c := range []sandbox.Container{app, shipper} {
+			status, err := sb.ProcStatus(ctx, c.ID)
+			require.NoError(t, err)
+			assert.Equal(t, "2", status["Seccomp"], "container %s runs under a seccomp filter", c.Name)
+		}
+	})
+	t.Run("stats", func(t *testing.T) {
+		want := fmt.Sprintf(`pod=%q`, sb.PodName("web"))
+		err := poll(ctx, func() error {
+			body, err := get(ctx, "http://"+statsAddr+"/metrics/cadvisor")
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, "container_cpu_usage_seconds_total{") && strings.Contains(line, want) &&
+					strings.Contains(line, `container="app"`) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no container_cpu_usage_seconds_total of the app container (%s) yet", want)
+		})
+		assert.NoError(t, err)
+
+		// The other plugins' readiness, from their status records.
+		body, err := get(ctx, "http://"+statsAddr+"/metrics")
+		require.NoError(t, err)
+		for name, info := range installed {
+			assert.Contains(t, body, fmt.Sprintf(`nri_suite_stats_plugin_ready{index=%q,plugin=%q} 1`, info.idx, name))
+		}
+	})
+}
+
+// waitConnected waits until every plugin published that it is connected
+// and ready, and answers on its /readyz.
+func waitConnected(ctx context.Context, t *testing.T, installed map[string]pluginInfo) {
+	statuses, err := state.PluginStatuses(state.DefaultDir)
+	require.NoError(t, err)
+	for name, info := range installed {
+		err := poll(ctx, func() error {
+			st, found, err := statuses.Read(info.idx + "-" + name)
+			if err != nil || !found || !st.Connected || !st.Ready {
+				return fmt.Errorf("plugin %s: status %+v (found %v, error %v)", name, st, found, err)
+			}
+			_, err = get(ctx, "http://127.0.0.1:"+info.port+"/readyz")
+			return err
+		})
+		require.NoError(t, err, "plugin %s connected and ready", name)
+	}
+}
+
+// placedCPUs returns the cpuset topology-aware published for a container.
+func placedCPUs(ctx context.Context, t *testing.T, id string) string {
+	placements, err := state.PlacementRecords(state.DefaultDir)
+	require.NoError(t, err)
+	pools, err := state.PoolRecords(state.DefaultDir)
+	require.NoError(t, err)
+	var cpus string
+	err = poll(ctx, func() error {
+		rec, found, err := placements.Read(id)
+		if err != nil || !found {
+			return fmt.Errorf("placement of %s: found %v, error %v", id, found, err)
+		}
+		all, err := pools.List()
+		if err != nil {
+			return err
+		}
+		cpus, _, err = rec.Resolve(all)
+		return err
+	})
+	require.NoError(t, err)
+	return cpus
+}
+
+// poll calls check every 100 ms until it succeeds, for at most 30 s.
+func poll(ctx context.Context, check func() error) error { return pollFor(ctx, 30*time.Second, check) }
+
+// pollFor calls check every 100 ms until it succeeds or ctx ends or d passed.
+func pollFor(ctx context.Context, d time.Duration, check func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// get returns the body of a 200 answer.
+func get(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("asking %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	return string(body), nil
+}
