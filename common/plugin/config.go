@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/containerd/nri/pkg/api"
 	"gopkg.in/yaml.v3"
 )
 
@@ -28,6 +29,16 @@ type Configurable interface {
 // reports through NRI (e.g. "containerd", "v2.4.2").
 type RuntimeAware interface {
 	SetRuntime(name, version string)
+}
+
+// EventFilter is implemented by a plugin that must not subscribe to every event it
+// handles on every runtime or configuration: a runtime whose NRI predates an event
+// refuses a plugin that asks for it (CRI-O v1.34 and validation). Events is called at
+// every registration, after SetRuntime and the configuration, with the events the
+// plugin implements; the plugin subscribes to what it returns (bits outside
+// implemented are ignored).
+type EventFilter interface {
+	Events(implemented api.EventMask) api.EventMask
 }
 
 // unknownFieldRE matches yaml.v3's report of a key that has no struct field.

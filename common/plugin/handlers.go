@@ -100,7 +100,7 @@ func forward[T any](w *wrapper, event string, pod *api.PodSandbox, ctr *api.Cont
 }
 
 // Configure applies configuration the runtime delivers and subscribes the plugin to
-// exactly the events it implements.
+// exactly the events it implements (less what an EventFilter leaves out).
 func (w *wrapper) Configure(_ context.Context, config, runtime, version string) (api.EventMask, error) {
 	w.status.registered(runtime + " " + version)
 	if aware, ok := w.plugin.(RuntimeAware); ok {
@@ -109,22 +109,38 @@ func (w *wrapper) Configure(_ context.Context, config, runtime, version string) 
 			return 0, err
 		}
 	}
-	if config == "" {
+	if config != "" {
+		source := "NRI Configure from " + runtime + " " + version
+		err := w.call("Configure", nil, nil, func() error {
+			c, ok := w.plugin.(Configurable)
+			if !ok {
+				return fmt.Errorf("the runtime delivered configuration (%s), but plugin %s takes none", source, w.name)
+			}
+			return c.Configure([]byte(config), source)
+		})
+		if err != nil {
+			return 0, err
+		}
+		w.log.WithField("source", source).Info("applied configuration")
+	}
+	return w.subscription()
+}
+
+// subscription is the events the plugin subscribes to: those it implements, less what
+// an EventFilter leaves out on this runtime.
+func (w *wrapper) subscription() (api.EventMask, error) {
+	f, ok := w.plugin.(EventFilter)
+	if !ok {
 		return w.events, nil
 	}
-	source := "NRI Configure from " + runtime + " " + version
-	err := w.call("Configure", nil, nil, func() error {
-		c, ok := w.plugin.(Configurable)
-		if !ok {
-			return fmt.Errorf("the runtime delivered configuration (%s), but plugin %s takes none", source, w.name)
-		}
-		return c.Configure([]byte(config), source)
-	})
-	if err != nil {
-		return 0, err
+	events := f.Events(w.events) & w.events
+	if events == 0 {
+		return 0, fmt.Errorf("plugin %s subscribes to no NRI event on this runtime", w.name)
 	}
-	w.log.WithField("source", source).Info("applied configuration")
-	return w.events, nil
+	if events != w.events {
+		w.log.WithField("events", (&events).PrettyString()).Info("subscribing to part of the implemented events on this runtime")
+	}
+	return events, nil
 }
 
 // Synchronize hands the runtime's pods and containers to the plugin; the plugin is

@@ -531,3 +531,53 @@ func TestRunnerPublishesItsStatusToSharedState(t *testing.T) {
 	_, found := read()
 	assert.False(t, found, "a clean stop withdraws the record")
 }
+
+// legacyAware handles creation and validation but, like security, subscribes to
+// validation only on runtimes whose NRI has it.
+type legacyAware struct {
+	onlyCreate
+	runtime string
+	only    api.EventMask // what Events keeps on "old-runtime"; 0: nothing
+}
+
+func (p *legacyAware) SetRuntime(name, _ string) { p.runtime = name }
+
+func (*legacyAware) ValidateContainerAdjustment(context.Context, *api.ValidateContainerAdjustmentRequest) error {
+	return nil
+}
+
+func (p *legacyAware) Events(implemented api.EventMask) api.EventMask {
+	if p.runtime == "old-runtime" {
+		return p.only | api.MustParseEventMask("RunPodSandbox") // not implemented: ignored
+	}
+	return implemented
+}
+
+func TestConfigureAppliesEventFilter(t *testing.T) {
+	create := api.MustParseEventMask("CreateContainer")
+	both := api.MustParseEventMask("CreateContainer,ValidateContainerAdjustment")
+	for _, tc := range []struct {
+		runtime string
+		only    api.EventMask
+		want    api.EventMask
+		wantErr string
+	}{
+		{runtime: "containerd", want: both},
+		{runtime: "old-runtime", only: create, want: create},
+		{runtime: "old-runtime", wantErr: "subscribes to no NRI event on this runtime"},
+	} {
+		t.Run(tc.runtime+"/"+tc.want.PrettyString(), func(t *testing.T) {
+			p := &legacyAware{only: tc.only}
+			r, err := New(testSettings("/nonexistent/nri.sock", io.Discard), func(Deps) (any, error) { return p, nil })
+			require.NoError(t, err)
+			require.Equal(t, both, r.wrapper.events, "the implemented events")
+			events, err := r.wrapper.Configure(context.Background(), "", tc.runtime, "v1")
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want.PrettyString(), events.PrettyString())
+		})
+	}
+}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,25 +57,32 @@ func TestContext(t testing.TB) context.Context {
 	return ctx
 }
 
-// Eventually calls check every interval until it returns nil; after timeout
-// (or when ctx ends) the test fails with check's last error. Real-node steps
-// wait this way for what the runtime, the kubelet or a plugin does
-// asynchronously; timeout is a bound far above what a step needs, never a
-// measure of speed.
-func Eventually(t testing.TB, ctx context.Context, timeout, interval time.Duration, what string, check func() error) {
-	t.Helper()
+// PollUntil calls check every interval until it returns nil; after timeout
+// (or when ctx ends) it returns the context's error with check's last one.
+// Real-node steps wait this way for what the runtime, the kubelet or a
+// plugin does asynchronously; timeout is a bound far above what a step
+// needs, never a measure of speed.
+func PollUntil(ctx context.Context, timeout, interval time.Duration, check func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
 		err := check()
 		if err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 		case <-time.After(interval):
 		}
+	}
+}
+
+// Eventually is PollUntil that fails the test, saying what it waited for.
+func Eventually(t testing.TB, ctx context.Context, timeout, interval time.Duration, what string, check func() error) {
+	t.Helper()
+	if err := PollUntil(ctx, timeout, interval, check); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 

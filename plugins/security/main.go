@@ -18,14 +18,11 @@ func main() {
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.Proc, "proc", opts.Proc, "proc file system in which the host's namespaces are found (/proc/1/ns)")
 		fs.BoolVar(&validate, "validator", validate,
-			"also validate other plugins' adjustments; false on runtimes whose NRI predates validation (CRI-O v1.34)")
+			"also validate other plugins' adjustments (left out anyway on runtimes whose NRI predates validation, such as CRI-O v1.34)")
 	}
 	factory := func(deps plugin.Deps) (any, error) {
-		p, err := nriplugin.New(deps, opts)
-		if err != nil || !validate {
-			return p, err
-		}
-		return nriplugin.Validating{Plugin: p}, nil
+		opts.NoValidator = !validate
+		return nriplugin.New(deps, opts)
 	}
 	plugin.Main("security", factory,
 		plugin.WithIdx("40"),

@@ -35,8 +35,9 @@ import (
 //     unconfined, is refused with the validator's reason.
 //
 // CRI-O v1.34.0 vendors an NRI without seccomp adjustments and without
-// validation (NRI v0.9.1-0.20250219): there the plugin runs with
-// --validator=false; step 1 checks that it fails closed instead, 2 and 4 skip.
+// validation (NRI v0.9.1-0.20250219): there the plugin must leave validation
+// out by itself to be accepted at all (it starts with the same flags as on
+// containerd); step 1 checks that it fails closed instead, 2 and 4 skip.
 func TestRealNode(t *testing.T) {
 	for _, rt := range sandbox.RuntimeNames() {
 		t.Run(rt, func(t *testing.T) { testRealNode(t, rt) })
@@ -74,10 +75,10 @@ func testRealNode(t *testing.T, rt string) {
 	profiles := filepath.Join(n.sb.Dir(), "seccomp-profiles")
 	require.NoError(t, os.MkdirAll(profiles, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(profiles, denyMkdirName), []byte(denyMkdir), 0o644))
-	// CRI-O v1.34's NRI refuses a plugin that subscribes to validation.
+	// CRI-O v1.34's NRI has neither seccomp adjustments nor validation.
 	legacy := rt == "crio"
 	spec := sandbox.PluginSpec{Binary: harness.BuildPlugin(t, pluginPkg), Name: "security", Idx: "40",
-		Config: fmt.Appendf(nil, nodeConfig, profiles, nodeNamespace), Args: []string{fmt.Sprintf("--validator=%v", !legacy)}}
+		Config: fmt.Appendf(nil, nodeConfig, profiles, nodeNamespace)}
 	security, err := n.sb.StartPlugin(spec)
 	require.NoError(t, err)
 	require.NoError(t, security.WaitReady(n.ctx))
@@ -136,7 +137,7 @@ func testRealNode(t *testing.T, rt string) {
 	})
 	t.Run("Validator", func(t *testing.T) {
 		if legacy {
-			t.Skip("CRI-O v1.34.0's NRI has no validation: the plugin runs with --validator=false there")
+			t.Skip("CRI-O v1.34.0's NRI has no validation: the plugin leaves it out there")
 		}
 		n.startTestPlugin("env: {}\nweaken: {pods: [hooked], hooks: [/bin/true]}\n")
 		_, err := n.create(t, pod{name: "hooked", runtimeDefault: true})

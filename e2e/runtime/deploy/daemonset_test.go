@@ -186,7 +186,7 @@ func staticPod(t *testing.T, ds *appsv1.DaemonSet, hostDirs map[string]string, c
 func waitProbes(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, daemonSets map[string]*appsv1.DaemonSet, installed map[string]pluginInfo) {
 	// The kubelet serves a self-signed certificate on loopback.
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	err := pollFor(ctx, 90*time.Second, func() error {
+	err := sandbox.PollUntil(ctx, 90*time.Second, 100*time.Millisecond, func() error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+sb.KubeletAddr()+"/metrics/probes", nil)
 		if err != nil {
 			return err

@@ -15,9 +15,11 @@ import (
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
 
-// crioLeavesOut is what a pre-registered install leaves out on CRI-O v1.34,
-// and why (deployments/crio/README.md).
-const crioLeavesOut = "security" // its NRI refuses the validator, which only a flag (--validator=false) turns off
+// crioSecurityConfig is what security needs besides its shipped
+// configuration on CRI-O v1.34, whose NRI drops seccomp policies: enforcing
+// would refuse every unconfined container (deployments/crio/README.md). The
+// plugin leaves validation out there by itself.
+const crioSecurityConfig = "rules:\n  seccomp: {mode: audit}\n"
 
 // TestPreRegisteredInstall runs the whole suite as pre-registered plugins on
 // a real runtime and kubelet: the binaries are laid out by install.sh (what
@@ -36,21 +38,16 @@ func testPreRegistered(t *testing.T, rt string) {
 	sandbox.RequirePrereqs(t, rt)
 	ctx := sandbox.TestContext(t)
 	installed := plugins
-	if rt == "crio" {
-		installed = map[string]pluginInfo{}
-		for name, info := range plugins {
-			if name != crioLeavesOut {
-				installed[name] = info
-			}
-		}
-	}
 	layout := install(ctx, t, slices.Sorted(maps.Keys(installed)))
 	specs, err := sandbox.PreRegisteredFromLayout(layout.pluginDir, layout.confDir)
 	require.NoError(t, err)
 	require.Len(t, specs, len(installed), "every installed plugin is in the layout")
 	for i := range specs {
-		if specs[i].Name == "device-injector" {
+		switch {
+		case specs[i].Name == "device-injector":
 			specs[i].Config = append(specs[i].Config, "spec-dirs: ["+sandbox.CDIDir+"]\n"...)
+		case specs[i].Name == "security" && rt == "crio":
+			specs[i].Config = append(specs[i].Config, crioSecurityConfig...)
 		}
 	}
 

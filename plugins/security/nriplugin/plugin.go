@@ -33,6 +33,9 @@ type Options struct {
 	// Proc is the proc file system in which the host's namespaces are
 	// found (/proc/1/ns/...).
 	Proc string
+	// NoValidator leaves validation of other plugins' adjustments out even
+	// where the runtime supports it.
+	NoValidator bool
 }
 
 // defaultCapabilities are the capabilities containerd and CRI-O give a
@@ -43,33 +46,30 @@ var defaultCapabilities = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID"
 	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
 	"CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"}
 
-// Plugin confines containers at creation. It does not validate other
-// plugins' adjustments: see Validating.
+// Plugin confines containers at creation and validates other plugins'
+// adjustments, where the runtime's NRI calls validators.
 type Plugin struct {
-	name    string
-	log     *logrus.Entry
-	metrics *metrics
-	host    validator.HostNamespaces
-	arch    string
+	name     string
+	validate bool
+	log      *logrus.Entry
+	metrics  *metrics
+	host     validator.HostNamespaces
+	arch     string
 
-	mu        sync.RWMutex
-	cfg       *config.Config
-	store     *seccomp.Store
-	validator *validator.Validator
-	stopWatch context.CancelFunc
-	runtime   string // "name version" as NRI reported it at registration
-	seccompOK bool   // the runtime applies NRI seccomp policies
+	mu           sync.RWMutex
+	cfg          *config.Config
+	store        *seccomp.Store
+	validator    *validator.Validator
+	stopWatch    context.CancelFunc
+	runtime      string // "name version" as NRI reported it at registration
+	seccompOK    bool   // the runtime applies NRI seccomp policies
+	validationOK bool   // the runtime calls NRI validators
 }
-
-// Validating is the Plugin that is also a validator. A separate type,
-// because a runtime whose NRI predates validation (CRI-O v1.34) refuses a
-// plugin that subscribes to it.
-type Validating struct{ *Plugin }
 
 // New builds the plugin with the default configuration; Configure replaces it.
 func New(deps plugin.Deps, opts Options) (*Plugin, error) {
-	p := &Plugin{name: deps.Name, log: deps.Log, host: validator.ProcHost{Proc: opts.Proc},
-		arch: goruntime.GOARCH, seccompOK: true}
+	p := &Plugin{name: deps.Name, validate: !opts.NoValidator, log: deps.Log, host: validator.ProcHost{Proc: opts.Proc},
+		arch: goruntime.GOARCH, seccompOK: true, validationOK: true}
 	var err error
 	if p.metrics, err = newMetrics(deps.Registry, deps.MetricsNamespace, p.profileCounts); err != nil {
 		return nil, fmt.Errorf("create security plugin: registering metrics: %w", err)
@@ -122,14 +122,26 @@ func (p *Plugin) apply(cfg *config.Config) error {
 
 // SetRuntime implements plugin.RuntimeAware.
 func (p *Plugin) SetRuntime(name, version string) {
-	ok := seccompAdjustable(name, version)
+	recent := recentNRI(name, version)
 	p.mu.Lock()
-	p.runtime, p.seccompOK = name+" "+version, ok
+	p.runtime, p.seccompOK, p.validationOK = name+" "+version, recent, recent
 	p.mu.Unlock()
-	if !ok {
-		p.log.WithField("runtime", name+" "+version).Warn("the runtime drops NRI seccomp policies: " +
-			"containers that need a profile are refused in enforce mode (set rules.seccomp.mode to audit or off to let them run)")
+	if !recent {
+		p.log.WithField("runtime", name+" "+version).Warn("the runtime's NRI drops seccomp policies and calls no validators: " +
+			"containers that need a profile are refused in enforce mode (set rules.seccomp.mode to audit or off to let them run), " +
+			"and other plugins' adjustments are not validated")
 	}
+}
+
+// Events implements plugin.EventFilter: a runtime whose NRI predates
+// validation refuses a plugin that subscribes to it.
+func (p *Plugin) Events(implemented api.EventMask) api.EventMask {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.validate || !p.validationOK {
+		implemented.Clear(api.Event_VALIDATE_CONTAINER_ADJUSTMENT)
+	}
+	return implemented
 }
 
 // Close stops watching the profile directory.
@@ -205,7 +217,7 @@ func (p *Plugin) confine(id k8s.Identity, pod *api.PodSandbox, ctr *api.Containe
 	if !p.seccompOK {
 		return nil, p.judge(config.RuleSeccomp, mode, id, fmt.Errorf(
 			"%s: cannot apply seccomp profile %s: runtime %s drops NRI seccomp policies (containerd >= %s or CRI-O >= %s apply them)",
-			choice.Reason, name, p.runtime, minSeccompAdjust["containerd"], minSeccompAdjust["cri-o"]))
+			choice.Reason, name, p.runtime, minRecentNRI["containerd"], minRecentNRI["cri-o"]))
 	}
 	policy, err := p.store.Build(seccomp.Request{Profile: choice.Profile, Complain: choice.Complain, Arch: p.arch,
 		Capabilities: defaultCapabilities})
@@ -250,8 +262,7 @@ func (p *Plugin) judge(rule config.Rule, mode config.Mode, id k8s.Identity, prob
 
 // ValidateContainerAdjustment judges what the other plugins did to the
 // container; it refuses the container if an enforced rule found something.
-func (v Validating) ValidateContainerAdjustment(_ context.Context, req *api.ValidateContainerAdjustmentRequest) error {
-	p := v.Plugin
+func (p *Plugin) ValidateContainerAdjustment(_ context.Context, req *api.ValidateContainerAdjustmentRequest) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	id := k8s.IdentityOf(req.GetPod(), req.GetContainer())

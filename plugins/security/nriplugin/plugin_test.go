@@ -21,7 +21,7 @@ import (
 const denyMkdir = `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}]}`
 
 type fixture struct {
-	p    Validating
+	p    *Plugin
 	reg  *prometheus.Registry
 	logs *logtest.Hook
 	dir  string
@@ -38,7 +38,7 @@ func newFixture(t testing.TB, config string) *fixture {
 		MetricsNamespace: "nri_suite_security"}, Options{Proc: "/proc"})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.Close()) })
-	f.p = Validating{Plugin: p}
+	f.p = p
 	require.NoError(t, p.Configure([]byte(strings.ReplaceAll(config, "{{profiles}}", f.dir)), "cfg.yaml"))
 	return f
 }
@@ -187,7 +187,7 @@ func normalize(fields logrus.Fields) logrus.Fields {
 	return out
 }
 
-func TestSeccompAdjustable(t *testing.T) {
+func TestRecentNRI(t *testing.T) {
 	for _, tc := range []struct {
 		name, version string
 		want          bool
@@ -196,7 +196,34 @@ func TestSeccompAdjustable(t *testing.T) {
 		{"containerd", "garbage", false}, {"CRI-O", "1.34.0", false}, {"cri-o", "1.35.0", true},
 		{"nri-suite-harness", "v0.0.0-harness", true},
 	} {
-		assert.Equal(t, tc.want, seccompAdjustable(tc.name, tc.version), "%s %s", tc.name, tc.version)
+		assert.Equal(t, tc.want, recentNRI(tc.name, tc.version), "%s %s", tc.name, tc.version)
+	}
+}
+
+// A runtime whose NRI predates validation refuses a plugin that subscribes
+// to it: the plugin leaves validation out there, and where told to.
+func TestEventsLeaveValidationOutWhereUnsupported(t *testing.T) {
+	implemented := api.MustParseEventMask("CreateContainer,ValidateContainerAdjustment")
+	for _, tc := range []struct {
+		runtime, version string
+		noValidator      bool
+		want             bool // subscribes to validation
+	}{
+		{runtime: "containerd", version: "v2.4.2", want: true},
+		{runtime: "cri-o", version: "1.34.0", want: false},
+		{runtime: "cri-o", version: "1.35.0", want: true},
+		{runtime: "containerd", version: "v2.4.2", noValidator: true, want: false},
+	} {
+		t.Run(fmt.Sprintf("%s %s no-validator=%v", tc.runtime, tc.version, tc.noValidator), func(t *testing.T) {
+			p, err := New(plugin.Deps{Name: "security", Log: logrus.NewEntry(logrus.New()), Registry: prometheus.NewRegistry(),
+				MetricsNamespace: "nri_suite_security"}, Options{Proc: "/proc", NoValidator: tc.noValidator})
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, p.Close()) })
+			p.SetRuntime(tc.runtime, tc.version)
+			events := p.Events(implemented)
+			assert.Equal(t, tc.want, events.IsSet(api.Event_VALIDATE_CONTAINER_ADJUSTMENT))
+			assert.True(t, events.IsSet(api.Event_CREATE_CONTAINER), "creation is always handled")
+		})
 	}
 }
 

@@ -117,7 +117,7 @@ func pluginSpecs(opts options) ([]sandbox.PluginSpec, error) {
 			idx = fmt.Sprintf("%02d", next)
 			next++
 		}
-		spec := sandbox.PluginSpec{Binary: abs, Name: name, Idx: idx, Args: knownArgs(name, opts.runtime)}
+		spec := sandbox.PluginSpec{Binary: abs, Name: name, Idx: idx, Args: knownArgs(name)}
 		if file, ok := opts.configs[name]; ok {
 			if spec.Config, err = os.ReadFile(file); err != nil {
 				return nil, fmt.Errorf("reading configuration of plugin %s: %w", name, err)

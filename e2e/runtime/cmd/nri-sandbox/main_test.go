@@ -87,11 +87,6 @@ func TestPluginSpecs(t *testing.T) {
 	specs, err = pluginSpecs(options{plugins: []string{"/b/nri-topology-aware"}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"--state-dir", sandbox.PluginDir + "/state"}, specs[0].Args, "topology-aware's checkpoint stays in the run dir")
-	for runtime, want := range map[string][]string{"containerd": nil, "crio": {"--validator=false"}} {
-		specs, err = pluginSpecs(options{runtime: runtime, plugins: []string{"/b/nri-security"}})
-		require.NoError(t, err)
-		assert.Equal(t, want, specs[0].Args, "security's validator on %s", runtime)
-	}
 
 	_, err = pluginSpecs(options{plugins: []string{"/a/nri-x", "/b/nri-x"}})
 	assert.ErrorContains(t, err, "plugin x given twice")

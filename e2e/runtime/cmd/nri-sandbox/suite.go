@@ -21,16 +21,12 @@ var knownIdx = map[string]string{
 // knownArgs are the plugins' own flags. Whatever a plugin keeps on the node
 // goes to its directory in the run dir, never to the host's default
 // (/run/nri-suite/<plugin>), so that the sandbox leaves nothing behind.
-func knownArgs(name, runtime string) []string {
-	switch {
-	case name == "topology-aware", name == "sidecar-order":
+func knownArgs(name string) []string {
+	switch name {
+	case "topology-aware", "sidecar-order":
 		return []string{"--state-dir", sandbox.PluginDir + "/state"}
-	case name == "stats":
+	case "stats":
 		return []string{"--stats-addr", "127.0.0.1:0"} // a free port: the report finds it in the log
-	case name == "security" && runtime == "crio":
-		// CRI-O v1.34's NRI predates validation: it refuses a plugin that
-		// subscribes to it.
-		return []string{"--validator=false"}
 	}
 	return nil
 }
@@ -77,7 +73,8 @@ func sandboxConfig(name string, sb *sandbox.Sandbox) []byte {
 		config := fmt.Sprintf("validator:\n  devices:\n    plugins: {device-injector: [%q, /dev/demo-null]}\n", demoDevice)
 		if sb.Runtime().Name() == "crio" {
 			// CRI-O v1.34 drops NRI seccomp policies; enforcing would
-			// refuse every unconfined container.
+			// refuse every unconfined container. (It has no validation
+			// either: the plugin leaves it out there by itself.)
 			config += "rules:\n  seccomp: {mode: audit}\n"
 		}
 		return []byte(config)
