@@ -1,6 +1,9 @@
 package plugin
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -60,4 +63,18 @@ func newRegistry(namespace string) (*prometheus.Registry, *runnerMetrics) {
 		m.panics, m.requests, m.duration, m.connected, m.reconnects,
 	)
 	return reg, m
+}
+
+// RegisterMetrics registers a plugin's collectors on reg (usually
+// Deps.Registry), all of them, and reports every one that could not be
+// (a name taken twice, an inconsistent help or label set).
+func RegisterMetrics(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, reg.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/state"
 
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
@@ -86,12 +87,7 @@ func (m *metrics) register(reg prometheus.Registerer, namespace string, specErro
 		}, func() float64 { return float64(devices()) }),
 		newHealthCollector(namespace, health),
 	}
-	for _, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return plugin.RegisterMetrics(reg, collectors...)
 }
 
 // healthCollector reports the monitor's view at scrape time, so that a

@@ -3,6 +3,7 @@ package nriplugin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/security/config"
 )
 
@@ -42,10 +43,8 @@ func newMetrics(reg prometheus.Registerer, namespace string, status func() (load
 		profiles("profiles_invalid", "Files in the profile directory rejected as invalid (never applied).",
 			func(_, invalid int) int { return invalid }),
 	}
-	for _, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := plugin.RegisterMetrics(reg, collectors...); err != nil {
+		return nil, err
 	}
 	// Every series exists from the start, so that a rate over a fresh
 	// process is not missing its first decisions.

@@ -1,12 +1,11 @@
 package nriplugin
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/sidecar-order/coord"
 	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper"
 )
@@ -59,14 +58,7 @@ func newMetrics(namespace string) *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	var errs []error
-	for _, c := range []prometheus.Collector{m.containers, m.invalid, m.unsupported, m.mainWait, m.timeouts, m.orderedStops, m.badReports} {
-		errs = append(errs, reg.Register(c))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
-	}
-	return nil
+	return plugin.RegisterMetrics(reg, m.containers, m.invalid, m.unsupported, m.mainWait, m.timeouts, m.orderedStops, m.badReports)
 }
 
 // observe counts one helper's report.

@@ -67,8 +67,8 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	cadvisor, resource := collect.NewCAdvisor(p.collector), collect.NewResource(p.collector)
 	suite := collect.NewSuite(p.collector, deps.MetricsNamespace)
 	own := append([]prometheus.Collector{suite}, p.collector.Metrics()...)
-	if err := register(deps.Registry, append(own, cadvisor)...); err != nil {
-		return nil, err
+	if err := plugin.RegisterMetrics(deps.Registry, append(own, cadvisor)...); err != nil {
+		return nil, fmt.Errorf("create stats plugin: %w", err)
 	}
 	deps.Log.WithFields(logrus.Fields{"mode": layout.Mode, "root": layout.Root, "unified": layout.Unified, "swap": swap}).
 		Info("reading container stats from the host's cgroups")
@@ -76,8 +76,8 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		return p, nil
 	}
 	suiteReg := prometheus.NewRegistry()
-	if err := register(suiteReg, own...); err != nil {
-		return nil, err
+	if err := plugin.RegisterMetrics(suiteReg, own...); err != nil {
+		return nil, fmt.Errorf("create stats plugin: suite endpoint: %w", err)
 	}
 	p.server, err = server.Start(opts.Server, server.Endpoints{
 		CAdvisor: cadvisor, Resource: registryOf(resource), Suite: suiteReg,
@@ -87,15 +87,6 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("registering the stats metrics: %w", err)
-		}
-	}
-	return nil
 }
 
 func registryOf(c prometheus.Collector) *prometheus.Registry {

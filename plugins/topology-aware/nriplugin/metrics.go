@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
@@ -92,12 +93,7 @@ func newMetrics(namespace string) *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer, usage *usageCollector) error {
-	for _, c := range []prometheus.Collector{m.grants, m.rejections, m.latency, m.checkpointSaves, m.checkpointTime, m.reapplied, usage} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return plugin.RegisterMetrics(reg, m.grants, m.rejections, m.latency, m.checkpointSaves, m.checkpointTime, m.reapplied, usage)
 }
 
 func (m *metrics) observe(op string, start time.Time) {
