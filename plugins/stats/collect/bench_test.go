@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
@@ -21,22 +20,6 @@ import (
 )
 
 const benchPods = 1000
-
-// benchInventory has n pods with one running container each under parent.
-func benchInventory(parent string, n int) *inventory.Inventory {
-	inv := inventory.New()
-	pods := make([]*api.PodSandbox, n)
-	ctrs := make([]*api.Container, n)
-	for i := range n {
-		podDir := path.Join(parent, cgtree.PodName(i))
-		pods[i] = &api.PodSandbox{Id: fmt.Sprint("sb", i), Name: fmt.Sprint("pod-", i), Namespace: "bench",
-			Linux: &api.LinuxPodSandbox{CgroupParent: podDir}}
-		ctrs[i] = &api.Container{Id: fmt.Sprint("ctr", i), PodSandboxId: pods[i].Id, Name: "main",
-			State: api.ContainerState_CONTAINER_RUNNING, Linux: &api.LinuxContainer{CgroupsPath: path.Join(podDir, cgtree.ContainerName(i))}}
-	}
-	inv.Replace(pods, ctrs)
-	return inv
-}
 
 func benchCollector(b *testing.B, root string, inv *inventory.Inventory) *Collector {
 	b.Helper()
@@ -89,7 +72,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			writeV1(b, root, pod, 1, 2<<20)
 			writeV1(b, root, path.Join(pod, cgtree.ContainerName(i)), 1, 2<<20)
 		}
-		runSnapshots(b, benchCollector(b, root, benchInventory("/bench", benchPods)))
+		runSnapshots(b, benchCollector(b, root, cgtree.Inventory("/bench", benchPods)))
 	})
 	b.Run("host", func(b *testing.B) {
 		if os.Geteuid() != 0 {
@@ -99,7 +82,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		tree, err := cgtree.Create(cgstats.DefaultRoot, parent, benchPods)
 		require.NoError(b, err)
 		b.Cleanup(func() { require.NoError(b, tree.Remove()) })
-		runSnapshots(b, benchCollector(b, cgstats.DefaultRoot, benchInventory(parent, benchPods)))
+		runSnapshots(b, benchCollector(b, cgstats.DefaultRoot, cgtree.Inventory(parent, benchPods)))
 	})
 }
 
@@ -114,7 +97,7 @@ func BenchmarkScrape(b *testing.B) {
 		writeV1(b, root, pod, 1, 2<<20)
 		writeV1(b, root, path.Join(pod, cgtree.ContainerName(i)), 1, 2<<20)
 	}
-	c := benchCollector(b, root, benchInventory("/bench", benchPods))
+	c := benchCollector(b, root, cgtree.Inventory("/bench", benchPods))
 	c.Configure(time.Hour, 0, 0)
 	c.Snapshot()
 	m := NewCAdvisor(c)

@@ -7,9 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
 )
 
 // Tree is a private parent cgroup with pods and containers under it.
@@ -89,4 +94,21 @@ func hierarchies(root string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Inventory is what the plugin would know from NRI about n such pods under
+// parent: one running container each, with their cgroup paths.
+func Inventory(parent string, n int) *inventory.Inventory {
+	inv := inventory.New()
+	pods := make([]*api.PodSandbox, n)
+	ctrs := make([]*api.Container, n)
+	for i := range n {
+		podDir := path.Join(parent, PodName(i))
+		pods[i] = &api.PodSandbox{Id: fmt.Sprint("sb", i), Name: fmt.Sprint("pod-", i), Namespace: "bench",
+			Linux: &api.LinuxPodSandbox{CgroupParent: podDir}}
+		ctrs[i] = &api.Container{Id: fmt.Sprint("ctr", i), PodSandboxId: pods[i].Id, Name: "main",
+			State: api.ContainerState_CONTAINER_RUNNING, Linux: &api.LinuxContainer{CgroupsPath: path.Join(podDir, ContainerName(i))}}
+	}
+	inv.Replace(pods, ctrs)
+	return inv
 }

@@ -18,19 +18,16 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/plugins/stats/bench/cgtree"
 	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
-	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
 )
 
 func main() {
@@ -261,17 +258,7 @@ func serveStats(parent string, pods int, mode string) error {
 	if err != nil {
 		return err
 	}
-	inv := inventory.New()
-	sandboxes := make([]*api.PodSandbox, pods)
-	ctrs := make([]*api.Container, pods)
-	for i := range pods {
-		podDir := path.Join(parent, cgtree.PodName(i))
-		sandboxes[i] = &api.PodSandbox{Id: fmt.Sprint("sb", i), Name: fmt.Sprint("pod-", i), Namespace: "bench",
-			Linux: &api.LinuxPodSandbox{CgroupParent: podDir}}
-		ctrs[i] = &api.Container{Id: fmt.Sprint("ctr", i), PodSandboxId: sandboxes[i].Id, Name: "main",
-			State: api.ContainerState_CONTAINER_RUNNING, Linux: &api.LinuxContainer{CgroupsPath: path.Join(podDir, cgtree.ContainerName(i))}}
-	}
-	inv.Replace(sandboxes, ctrs)
+	inv := cgtree.Inventory(parent, pods)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	c, err := collect.New(inv, reader, collect.DefaultOptions(), "nri_suite_stats", logrus.NewEntry(log))
