@@ -56,20 +56,21 @@ type Plugin struct {
 	host     validator.HostNamespaces
 	arch     string
 
-	mu           sync.RWMutex
-	cfg          *config.Config
-	store        *seccomp.Store
-	validator    *validator.Validator
-	stopWatch    context.CancelFunc
-	runtime      string // "name version" as NRI reported it at registration
-	seccompOK    bool   // the runtime applies NRI seccomp policies
-	validationOK bool   // the runtime calls NRI validators
+	mu        sync.RWMutex
+	cfg       *config.Config
+	store     *seccomp.Store
+	validator *validator.Validator
+	stopWatch context.CancelFunc
+	runtime   string // "name version" as NRI reported it at registration
+	// recentRuntime: the runtime's NRI applies seccomp policies and calls
+	// validators (see minRecentNRI).
+	recentRuntime bool
 }
 
 // New builds the plugin with the default configuration; Configure replaces it.
 func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	p := &Plugin{name: deps.Name, validate: !opts.NoValidator, log: deps.Log, host: validator.ProcHost{Proc: opts.Proc},
-		arch: goruntime.GOARCH, seccompOK: true, validationOK: true}
+		arch: goruntime.GOARCH, recentRuntime: true}
 	var err error
 	if p.metrics, err = newMetrics(deps.Registry, deps.MetricsNamespace, p.profileCounts); err != nil {
 		return nil, fmt.Errorf("create security plugin: registering metrics: %w", err)
@@ -124,7 +125,7 @@ func (p *Plugin) apply(cfg *config.Config) error {
 func (p *Plugin) SetRuntime(name, version string) {
 	recent := recentNRI(name, version)
 	p.mu.Lock()
-	p.runtime, p.seccompOK, p.validationOK = name+" "+version, recent, recent
+	p.runtime, p.recentRuntime = name+" "+version, recent
 	p.mu.Unlock()
 	if !recent {
 		p.log.WithField("runtime", name+" "+version).Warn("the runtime's NRI drops seccomp policies and calls no validators: " +
@@ -138,7 +139,7 @@ func (p *Plugin) SetRuntime(name, version string) {
 func (p *Plugin) Events(implemented api.EventMask) api.EventMask {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if !p.validate || !p.validationOK {
+	if !p.validate || !p.recentRuntime {
 		implemented.Clear(api.Event_VALIDATE_CONTAINER_ADJUSTMENT)
 	}
 	return implemented
@@ -214,7 +215,7 @@ func (p *Plugin) confine(id k8s.Identity, pod *api.PodSandbox, ctr *api.Containe
 		return nil, nil
 	}
 	name := profileName(choice.Profile)
-	if !p.seccompOK {
+	if !p.recentRuntime {
 		return nil, p.judge(config.RuleSeccomp, mode, id, fmt.Errorf(
 			"%s: cannot apply seccomp profile %s: runtime %s drops NRI seccomp policies (containerd >= %s or CRI-O >= %s apply them)",
 			choice.Reason, name, p.runtime, minRecentNRI["containerd"], minRecentNRI["cri-o"]))
