@@ -30,10 +30,11 @@ type testPlugin struct {
 	mu     sync.Mutex
 	cfg    config
 	report syncreport.Report
+	live   liveSet
 }
 
 func newTestPlugin(d plugin.Deps) (any, error) {
-	p := &testPlugin{name: d.Name, report: syncreport.Report{Containers: []syncreport.Container{}}}
+	p := &testPlugin{name: d.Name, report: syncreport.Report{Containers: []syncreport.Container{}}, live: liveSet{}}
 	p.cfg.Env = p.defaultEnv()
 	return p, nil
 }
@@ -67,8 +68,9 @@ func (p *testPlugin) Configure(data []byte, source string) error {
 }
 
 // CreateContainer adds the configured environment, in key order, and the
-// configured weakening changes.
-func (p *testPlugin) CreateContainer(_ context.Context, pod *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+// configured weakening changes, and updates the other containers if the pod
+// asks for a fan-out.
+func (p *testPlugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	adjust := &api.ContainerAdjustment{}
@@ -76,7 +78,17 @@ func (p *testPlugin) CreateContainer(_ context.Context, pod *api.PodSandbox, _ *
 		adjust.AddEnv(key, p.cfg.Env[key])
 	}
 	p.cfg.Weaken.apply(pod, adjust)
-	return adjust, nil, nil
+	updates := p.live.fanout(pod, ctr)
+	p.live[ctr.GetId()] = struct{}{}
+	return adjust, updates, nil
+}
+
+// RemoveContainer forgets the container.
+func (p *testPlugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.live, ctr.GetId())
+	return nil
 }
 
 // Synchronize records what the runtime delivered and writes the report.
@@ -103,6 +115,10 @@ func (p *testPlugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.live = liveSet{}
+	for _, c := range ctrs {
+		p.live[c.GetId()] = struct{}{}
+	}
 	p.report.Synchronizations++
 	p.report.Containers = containers
 	return nil, p.writeReport()
