@@ -3,6 +3,7 @@ package harness
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sirupsen/logrus"
 )
 
 // builds caches plugin binaries per package for the life of the test binary:
@@ -28,8 +31,14 @@ type build struct {
 }
 
 // Main runs the tests of a package that builds plugins, then removes the
-// binaries. Call it from TestMain.
+// binaries. Call it from TestMain. When benchmarks run, NRI's own info
+// lines (one per runtime start and stop) are left out: they interleave
+// with the benchmarks' result lines, which benchstat then cannot read.
 func Main(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		logrus.SetLevel(logrus.WarnLevel)
+	}
 	dir, err := os.MkdirTemp("", "nri-harness-bin-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "harness: creating the plugin build directory: %v\n", err)

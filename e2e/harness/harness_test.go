@@ -24,7 +24,7 @@ const testPlugin = "./e2e/testplugin"
 
 func TestMain(m *testing.M) { harness.Main(m) }
 
-func pod(t *testing.T, name string) *v1.Pod {
+func pod(t testing.TB, name string) *v1.Pod {
 	return harness.LoadPod(t, filepath.Join("..", "..", "common", "kubepod", "testdata", "pods", name))
 }
 

@@ -84,10 +84,10 @@ func BenchmarkCreateContainer(b *testing.B) {
 				n.rt.RemovePod(b, p)
 				b.StartTimer()
 			}
-			reportPercentiles(b, "", all)
-			reportPercentiles(b, "excl-", exclusive)
-			reportPercentiles(b, "shared-", shared)
-			reportPercentiles(b, "excl-rpc-", rpc)
+			harness.ReportPercentiles(b, "", all)
+			harness.ReportPercentiles(b, "excl-", exclusive)
+			harness.ReportPercentiles(b, "shared-", shared)
+			harness.ReportPercentiles(b, "excl-rpc-", rpc)
 			cost.report(b, len(all))
 		})
 	}
@@ -168,8 +168,8 @@ func BenchmarkChurn(b *testing.B) {
 		n.rt.RemovePod(b, p)
 		create(true)
 	}
-	reportPercentiles(b, "create-", creates)
-	reportPercentiles(b, "stop-", stops)
+	harness.ReportPercentiles(b, "create-", creates)
+	harness.ReportPercentiles(b, "stop-", stops)
 	cost.report(b, len(creates)+len(stops))
 	b.ReportMetric(float64(refused)/float64(len(stops)), "refused/op")
 	rss, peak := memoryOf(b, n.plugin.PID())
@@ -266,28 +266,12 @@ func specCPUs(ctrs []*harness.Container) map[string]string {
 	return out
 }
 
-// percentile is the p-th percentile (0-100) of sorted durations.
-func percentile(sorted []time.Duration, p int) time.Duration {
-	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
-}
-
-// reportPercentiles reports the p50 and p99 of durations in microseconds,
-// as <prefix>p50-µs and <prefix>p99-µs.
-func reportPercentiles(b *testing.B, prefix string, took []time.Duration) {
-	if len(took) == 0 {
-		return
-	}
-	slices.Sort(took)
-	b.ReportMetric(float64(percentile(took, 50).Microseconds()), prefix+"p50-µs")
-	b.ReportMetric(float64(percentile(took, 99).Microseconds()), prefix+"p99-µs")
-}
-
 // reportMillis reports the p50 and the maximum of durations in
 // milliseconds, for operations measured a few times only.
 func reportMillis(b *testing.B, prefix string, took []time.Duration) {
 	slices.Sort(took)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(percentile(took, 50)), prefix+"p50-ms")
+	b.ReportMetric(ms(harness.Percentile(took, 50)), prefix+"p50-ms")
 	b.ReportMetric(ms(took[len(took)-1]), prefix+"max-ms")
 }
 

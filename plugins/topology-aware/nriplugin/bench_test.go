@@ -10,6 +10,8 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/e2e/harness"
 )
 
 // The handlers called directly, without NRI: the plugin's own share of a
@@ -92,7 +94,7 @@ func BenchmarkCreateContainer(b *testing.B) {
 				_, err = p.StopContainer(context.Background(), pod, &api.Container{Id: ctr.Id})
 				require.NoError(b, err)
 			}
-			reportPercentiles(b, took)
+			harness.ReportPercentiles(b, "", took)
 			b.ReportMetric(float64(updates)/float64(len(took)), "updates/op")
 		})
 	}
@@ -125,7 +127,7 @@ func BenchmarkSynchronize(b *testing.B) {
 			require.NoError(b, p.Close())
 			b.StartTimer()
 		}
-		reportPercentiles(b, took)
+		harness.ReportPercentiles(b, "", took)
 	})
 	b.Run("runtime-restart", func(b *testing.B) {
 		p := newTestPlugin(b, benchFixture, nil)
@@ -139,7 +141,7 @@ func BenchmarkSynchronize(b *testing.B) {
 			require.NoError(b, err)
 			require.Empty(b, updates, "a restart moves nothing")
 		}
-		reportPercentiles(b, took)
+		harness.ReportPercentiles(b, "", took)
 	})
 }
 
@@ -179,7 +181,7 @@ func BenchmarkWriteState(b *testing.B) {
 	}
 	slices.Sort(collect)
 	b.ReportMetric(float64(collect[len(collect)/2].Microseconds()), "collect-p50-µs")
-	reportPercentiles(b, write)
+	harness.ReportPercentiles(b, "", write)
 	b.ReportMetric(float64(written)/float64(len(write)), "records-written/op")
 }
 
@@ -193,11 +195,4 @@ func changedRecords[T any](set *recordSet[T], before map[string]T) int {
 		}
 	}
 	return n
-}
-
-// reportPercentiles reports the p50 and p99 of the measured durations.
-func reportPercentiles(b *testing.B, took []time.Duration) {
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
 }
