@@ -5,8 +5,9 @@
 // nri-suite-copy, which puts the helper on the host), with the binary as
 // entrypoint. Archives are reproducible: the same binaries give the same
 // bytes (sorted entries, zero times, root ownership, fixed gzip header), so
-// a digest identifies a build. `ctr images import` and `crane push` take
-// them as they are.
+// a digest identifies a build. `ctr images import` takes them as they are;
+// `crane push` takes the OCI layout they hold, unpacked (it reads a single
+// file only as a docker-style tarball).
 package main
 
 import (

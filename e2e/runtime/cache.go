@@ -1,10 +1,14 @@
 package runtime
 
 import (
+	"archive/tar"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -56,6 +60,82 @@ func (c Cache) Images() []Image {
 		{Ref: BusyboxImage, Archive: filepath.Join(c.Root, "images", "busybox.tar")},
 		{Ref: PauseImage, Archive: filepath.Join(c.Root, "images", "pause.tar")},
 	}
+}
+
+// imageNameAnnotation names an image in an OCI archive's index.json: the
+// reference `ctr images import` gives it.
+const imageNameAnnotation = "io.containerd.image.name"
+
+// ArchiveImage returns the image of an OCI archive (a tar of an OCI layout
+// with one manifest, as `make images` and tools/install.sh write them)
+// under the reference its index.json names.
+func ArchiveImage(path string) (Image, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Image{}, fmt.Errorf("reading image archive: %w", err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return Image{}, fmt.Errorf("image archive %s: no index.json, expected an OCI layout", path)
+		}
+		if err != nil {
+			return Image{}, fmt.Errorf("reading image archive %s: %w", path, err)
+		}
+		if filepath.Clean(hdr.Name) == "index.json" {
+			return indexImage(path, tr)
+		}
+	}
+}
+
+// indexImage returns the image named by the single manifest of an OCI
+// index read from r, the index.json of the archive at path.
+func indexImage(path string, r io.Reader) (Image, error) {
+	var index struct {
+		Manifests []struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if err := json.NewDecoder(r).Decode(&index); err != nil {
+		return Image{}, fmt.Errorf("image archive %s: decoding index.json: %w", path, err)
+	}
+	if len(index.Manifests) != 1 {
+		return Image{}, fmt.Errorf("image archive %s: index.json lists %d manifests, expected 1", path, len(index.Manifests))
+	}
+	ref := index.Manifests[0].Annotations[imageNameAnnotation]
+	if ref == "" {
+		return Image{}, fmt.Errorf("image archive %s: the manifest in index.json has no %s annotation", path, imageNameAnnotation)
+	}
+	if _, err := ParseImageRef(ref); err != nil {
+		return Image{}, fmt.Errorf("image archive %s: %w", path, err)
+	}
+	return Image{Ref: ref, Archive: path}, nil
+}
+
+// sandboxImages returns what a sandbox loads into its runtime: the cache's
+// images, then extra. Each extra archive must exist and every reference be
+// qualified and given once: the runtime would keep only one archive under
+// a reference.
+func sandboxImages(c Cache, extra []Image) ([]Image, error) {
+	images := slices.Concat(c.Images(), extra)
+	archives := map[string]string{}
+	for _, img := range images {
+		if _, err := ParseImageRef(img.Ref); err != nil {
+			return nil, fmt.Errorf("image archive %s: %w", img.Archive, err)
+		}
+		if other, ok := archives[img.Ref]; ok {
+			return nil, fmt.Errorf("image %s is given twice, by %s and %s: expected one archive per reference", img.Ref, other, img.Archive)
+		}
+		archives[img.Ref] = img.Archive
+	}
+	for _, img := range extra {
+		if _, err := os.Stat(img.Archive); err != nil {
+			return nil, fmt.Errorf("image %s: %w", img.Ref, err)
+		}
+	}
+	return images, nil
 }
 
 // sandboxBinaries are needed whatever the runtime: the kubelet on top and

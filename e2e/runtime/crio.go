@@ -22,13 +22,16 @@ import (
 // CRIO runs CRI-O v1.34 with runc and conmon, on sockets and directories of
 // its own. CRI-O cannot import an image archive, so the images reach it
 // through a loopback-only registry (crane) that a private registries.conf
-// maps their references to; the registry lives as long as the runtime.
+// maps their references to, whatever their domain; the registry lives as
+// long as the runtime.
 //
 // Quirks of CRI-O on these hosts, which have no CAP_SYS_RESOURCE:
 //   - CRI-O passes the kubelet's oom_score_adj to runc unchanged (containerd
 //     clamps it with restrict_oom_score_adj). Guaranteed pods ask for -997,
 //     which runc cannot set ("failed to update /proc/self/oom_score_adj:
-//     permission denied"), so they never start: see CRIOGuaranteedSkip.
+//     permission denied"), so they never start: see CRIOGuaranteedSkip. So
+//     do static pods of priority class system-node-critical, which the
+//     kubelet gives -997 whatever their QoS class: see CRIONodeCriticalSkip.
 //   - The infra container gets a hard-coded -998 as well: pods need PID
 //     namespace mode CONTAINER, so that drop_infra_ctr leaves it out. The
 //     kubelet does that unless a pod shares its process namespace.
@@ -46,13 +49,24 @@ type CRIO struct {
 // CRI-O when the host refuses negative oom_score_adj values.
 const CRIOGuaranteedSkip = "CRI-O passes the Guaranteed oom_score_adj -997 to runc, which these hosts refuse without CAP_SYS_RESOURCE"
 
-// CannotRun implements podRefuser: a Guaranteed pod cannot run where
-// negative oom_score_adj values are refused.
+// CRIONodeCriticalSkip is why a system-node-critical pod cannot run on
+// CRI-O when the host refuses negative oom_score_adj values: the kubelet
+// counts every static pod (all of the sandbox's) as critical.
+const CRIONodeCriticalSkip = "CRI-O passes the oom_score_adj -997 the kubelet gives a static system-node-critical pod to runc, which these hosts refuse without CAP_SYS_RESOURCE"
+
+// CannotRun implements podRefuser: a Guaranteed or system-node-critical pod
+// cannot run where negative oom_score_adj values are refused.
 func (c *CRIO) CannotRun(pod *corev1.Pod) string {
+	if canLowerOOMScoreAdj() {
+		return ""
+	}
 	defaulted := pod.DeepCopy()
 	kubepod.ApplyDefaults(defaulted) // as the kubelet does: limits without requests are requests
-	if kubepod.QOSClass(defaulted) == corev1.PodQOSGuaranteed && !canLowerOOMScoreAdj() {
+	switch {
+	case kubepod.QOSClass(defaulted) == corev1.PodQOSGuaranteed:
 		return CRIOGuaranteedSkip
+	case pod.Spec.PriorityClassName == "system-node-critical":
+		return CRIONodeCriticalSkip
 	}
 	return ""
 }
@@ -252,10 +266,27 @@ func (c *CRIO) pushImages(ctx context.Context, addr string) error {
 		if err != nil {
 			return err
 		}
-		target := addr + "/" + ref.Path + ":" + ref.Tag
-		if _, err := runTool(ctx, nil, c.env.Cache.Bin("crane"), "push", "--insecure", img.Archive, target); err != nil {
-			return fmt.Errorf("pushing image %s to the loopback registry as %s: %w", img.Archive, target, err)
+		if err := c.pushImage(ctx, img.Archive, addr+"/"+ref.Path+":"+ref.Tag); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// pushImage pushes an OCI archive as the layout it holds: crane pushes a
+// file only as a docker-style tarball (manifest.json), which `make images`
+// does not write, and a layout keeps the manifest digest of index.json.
+func (c *CRIO) pushImage(ctx context.Context, archive, target string) error {
+	layout, err := os.MkdirTemp(c.paths.Temp, "layout-")
+	if err != nil {
+		return fmt.Errorf("pushing image %s: %w", archive, err)
+	}
+	defer os.RemoveAll(layout)
+	if _, err := runTool(ctx, nil, "tar", "-xf", archive, "-C", layout); err != nil {
+		return fmt.Errorf("unpacking image archive %s: %w", archive, err)
+	}
+	if _, err := runTool(ctx, nil, c.env.Cache.Bin("crane"), "push", "--insecure", layout, target); err != nil {
+		return fmt.Errorf("pushing image %s to the loopback registry as %s: %w", archive, target, err)
 	}
 	return nil
 }

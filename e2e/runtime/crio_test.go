@@ -1,8 +1,13 @@
 package runtime
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,7 +71,7 @@ func FuzzParseImageRef(f *testing.F) {
 }
 
 func TestCRIORegistriesConf(t *testing.T) {
-	images := []Image{{Ref: BusyboxImage}, {Ref: PauseImage}, {Ref: "localhost/nri-suite/busybox:other"}}
+	images := []Image{{Ref: BusyboxImage}, {Ref: PauseImage}, {Ref: "localhost/nri-suite/busybox:other"}, {Ref: "ghcr.io/nri-suite/nri-stats:0.1.0"}}
 	got, err := CRIORegistriesConf("127.0.0.1:4000", images)
 	require.NoError(t, err)
 	assert.Equal(t, `unqualified-search-registries = []
@@ -81,7 +86,12 @@ insecure = true
 prefix = "localhost/nri-suite/pause"
 location = "127.0.0.1:4000/nri-suite/pause"
 insecure = true
-`, got, "one entry per repository, however many tags")
+
+[[registry]]
+prefix = "ghcr.io/nri-suite/nri-stats"
+location = "127.0.0.1:4000/nri-suite/nri-stats"
+insecure = true
+`, got, "one entry per repository, however many tags, whatever the domain")
 
 	_, err = CRIORegistriesConf("127.0.0.1:4000", []Image{{Ref: "busybox"}})
 	assert.ErrorContains(t, err, `image reference "busybox"`)
@@ -108,6 +118,64 @@ func TestCRIOSignaturePolicy(t *testing.T) {
 
 	_, err = CRIOSignaturePolicy("127.0.0.1:4000", []Image{{Ref: "localhost/x@sha256:00"}})
 	assert.ErrorContains(t, err, "has a digest")
+}
+
+// An OCI archive without a docker-style manifest.json, as `make images`
+// writes it, reaches the registry under its reference's path with the
+// manifest digest of its index.json, and leaves no unpacked layout behind.
+func TestCRIOPushesOCIArchive(t *testing.T) {
+	cache := requireBinary(t, "crane")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	archive, digest := writeOCIArchive(t, filepath.Join(dir, "nri-test.tar"), "ghcr.io/nri-suite/nri-test:0.1.0")
+	c := &CRIO{env: RuntimeEnv{Dir: dir, Cache: cache, Log: TestLogger(t), Images: []Image{{Ref: "ghcr.io/nri-suite/nri-test:0.1.0", Archive: archive}}},
+		paths: CRIOPaths{Temp: t.TempDir()}}
+	addr, err := c.startRegistry(ctx)
+	t.Cleanup(func() {
+		if c.registry != nil {
+			c.registry.stop(time.Second)
+		}
+	})
+	require.NoError(t, err)
+
+	require.NoError(t, c.pushImages(ctx, addr))
+	out, err := runTool(ctx, nil, cache.Bin("crane"), "digest", "--insecure", addr+"/nri-suite/nri-test:0.1.0")
+	require.NoError(t, err)
+	assert.Equal(t, digest, strings.TrimSpace(string(out)))
+	left, err := os.ReadDir(c.paths.Temp)
+	require.NoError(t, err)
+	assert.Empty(t, left, "the unpacked layout is removed")
+}
+
+// writeOCIArchive writes a tar of an OCI layout of one empty image, named
+// ref in index.json and without manifest.json, and returns its path and
+// manifest digest.
+func writeOCIArchive(t *testing.T, path, ref string) (string, string) {
+	t.Helper()
+	var layer bytes.Buffer
+	require.NoError(t, tar.NewWriter(&layer).Close())
+	var gzipped bytes.Buffer
+	gz := gzip.NewWriter(&gzipped)
+	_, err := gz.Write(layer.Bytes())
+	require.NoError(t, err)
+	require.NoError(t, gz.Close())
+	digest := func(data []byte) string { return fmt.Sprintf("sha256:%x", sha256.Sum256(data)) }
+	descriptor := func(mediaType string, data []byte) string {
+		return fmt.Sprintf(`{"mediaType":%q,"digest":%q,"size":%d`, mediaType, digest(data), len(data))
+	}
+	config := []byte(`{"architecture":"amd64","os":"linux","config":{},"rootfs":{"type":"layers","diff_ids":["` + digest(layer.Bytes()) + `"]}}`)
+	manifest := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":` +
+		descriptor("application/vnd.oci.image.config.v1+json", config) + `},"layers":[` +
+		descriptor("application/vnd.oci.image.layer.v1.tar+gzip", gzipped.Bytes()) + `}]}`)
+	index := []byte(`{"schemaVersion":2,"manifests":[` + descriptor("application/vnd.oci.image.manifest.v1+json", manifest) +
+		`,"annotations":{"io.containerd.image.name":"` + ref + `"}}]}`)
+	entries := map[string][]byte{"oci-layout": []byte(`{"imageLayoutVersion":"1.0.0"}`), "index.json": index}
+	for _, blob := range [][]byte{gzipped.Bytes(), config, manifest} {
+		entries["blobs/sha256/"+strings.TrimPrefix(digest(blob), "sha256:")] = blob
+	}
+	writeTar(t, path, entries)
+	return path, digest(manifest)
 }
 
 func TestParseRepoTags(t *testing.T) {
@@ -259,26 +327,31 @@ func TestCRIOGuaranteedPod(t *testing.T) {
 	}
 }
 
-// CRI-O refuses Guaranteed pods exactly where negative oom_score_adj values
-// are refused; the QoS class is the kubelet's, limits without requests
-// included.
+// CRI-O refuses Guaranteed and system-node-critical pods exactly where
+// negative oom_score_adj values are refused; the QoS class is the
+// kubelet's, limits without requests included.
 func TestCRIOCannotRun(t *testing.T) {
-	guaranteedReason := ""
+	guaranteedReason, nodeCriticalReason := "", ""
 	if !canLowerOOMScoreAdj() {
-		guaranteedReason = CRIOGuaranteedSkip
+		guaranteedReason, nodeCriticalReason = CRIOGuaranteedSkip, CRIONodeCriticalSkip
 	}
 	list := func(cpu, mem string) corev1.ResourceList {
 		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
 	}
 	tests := []struct {
-		name      string
-		resources corev1.ResourceRequirements
-		want      string
+		name          string
+		resources     corev1.ResourceRequirements
+		priorityClass string
+		want          string
 	}{
 		{name: "BestEffort", want: ""},
 		{name: "Burstable", resources: corev1.ResourceRequirements{Requests: list("100m", "32Mi")}, want: ""},
 		{name: "Guaranteed", resources: corev1.ResourceRequirements{Requests: list("1", "32Mi"), Limits: list("1", "32Mi")}, want: guaranteedReason},
 		{name: "Guaranteed by limits alone", resources: corev1.ResourceRequirements{Limits: list("1", "32Mi")}, want: guaranteedReason},
+		{name: "Burstable system-node-critical", resources: corev1.ResourceRequirements{Requests: list("100m", "32Mi")},
+			priorityClass: "system-node-critical", want: nodeCriticalReason},
+		{name: "Burstable system-cluster-critical", resources: corev1.ResourceRequirements{Requests: list("100m", "32Mi")},
+			priorityClass: "system-cluster-critical", want: ""},
 	}
 	_, refuses := Runtime(NewContainerd()).(podRefuser)
 	assert.False(t, refuses, "containerd clamps oom_score_adj: it runs every pod")
@@ -286,6 +359,7 @@ func TestCRIOCannotRun(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := BusyboxPod("p")
 			pod.Spec.Containers[0].Resources = tt.resources
+			pod.Spec.PriorityClassName = tt.priorityClass
 			assert.Equal(t, tt.want, NewCRIO().CannotRun(pod))
 		})
 	}

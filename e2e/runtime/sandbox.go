@@ -25,6 +25,10 @@ type Options struct {
 	Cache Cache
 	// NodeName is the kubelet's --hostname-override; default "nri-sandbox".
 	NodeName string
+	// Images are image archives the runtime loads at start besides the
+	// cache's (Cache.Images), the same way on every runtime; their
+	// references must be qualified (ParseImageRef).
+	Images []Image
 	// PreRegistered plugins are installed into the runtime's plugin dir
 	// before it starts, so that the runtime launches them itself.
 	PreRegistered []PluginSpec
@@ -44,6 +48,7 @@ type Options struct {
 type Sandbox struct {
 	opts    Options
 	rt      Runtime
+	images  []Image
 	dir     string
 	nri     NRIConfig
 	cdiDir  string
@@ -91,7 +96,11 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 			return nil, fmt.Errorf("starting sandbox: %w", err)
 		}
 	}
-	s := &Sandbox{opts: opts, rt: rt, log: opts.Log.WithField("runtime", rt.Name())}
+	images, err := sandboxImages(opts.Cache, opts.Images)
+	if err != nil {
+		return nil, fmt.Errorf("starting sandbox: %w", err)
+	}
+	s := &Sandbox{opts: opts, rt: rt, images: images, log: opts.Log.WithField("runtime", rt.Name())}
 	if err := s.start(ctx); err != nil {
 		if closeErr := s.Close(); closeErr != nil {
 			s.log.WithError(closeErr).Error("tearing down the half-started sandbox")
@@ -161,7 +170,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	err = s.rt.Start(ctx, RuntimeEnv{
 		Dir:         filepath.Join(s.dir, s.rt.Name()),
 		Cache:       s.opts.Cache,
-		Images:      s.opts.Cache.Images(),
+		Images:      s.images,
 		PauseImage:  PauseImage,
 		NRI:         s.nri,
 		CDISpecDirs: cdiDirs,

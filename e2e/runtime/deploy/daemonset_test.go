@@ -12,11 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,10 +30,11 @@ import (
 )
 
 // TestChartDaemonSets runs the Helm chart's DaemonSets on the sandbox's real
-// kubelet, from the images `make images` writes, imported into the sandbox's
-// containerd: each plugin connects to the runtime's NRI socket through the
-// chart's mounts, passes the kubelet's probes, and the scenario pods get
-// from them what they get from the pre-registered plugins.
+// kubelet, on every runtime, from the images `make images` writes, which the
+// sandbox loads at start as it loads its own: each plugin connects to the
+// runtime's NRI socket through the chart's mounts, passes the kubelet's
+// probes, and the scenario pods get from them what they get from the
+// pre-registered plugins.
 //
 // The sandbox's kubelet is standalone, without an API server (building and
 // running kube-apiserver and etcd is beyond what these hosts do within a
@@ -43,51 +46,68 @@ import (
 //     then listen on the node's loopback and are probed there, as the chart
 //     renders a plugin on the host network (security);
 //   - the ConfigMap becomes a host directory holding its config.yaml (static
-//     pods cannot use ConfigMaps);
+//     pods cannot use ConfigMaps), with crioSecurityConfig appended to
+//     security's on CRI-O, as TestPreRegisteredInstall does;
 //   - the NRI socket and CDI host directories are the sandbox's;
-//   - images are never pulled.
-//
-// sidecar-order is left out: its helper directory must be the same path on
-// the host and in its container (the runtime mounts the helper from the
-// host), /opt/nri-suite/bin by default, outside the sandbox. containerd
-// only: CRI-O cannot import an archive (the sandbox pushes its images
-// through a registry at start).
+//   - sidecar-order's helper directory (helperDir) is one in the test's
+//     temporary directory, on the host and in the containers alike: the
+//     runtime bind-mounts the helper into workload containers from the host
+//     path the plugin names, so both must be the same path, and the chart's
+//     is outside the sandbox;
+//   - images are never pulled;
+//   - on CRI-O on hosts that refuse negative oom_score_adj values, no
+//     priority class: the kubelet gives a static system-node-critical pod
+//     -997, which CRI-O, unlike containerd, does not clamp
+//     (sandbox.CRIONodeCriticalSkip).
 func TestChartDaemonSets(t *testing.T) {
-	const rt = "containerd"
+	for _, rt := range sandbox.RuntimeNames() {
+		t.Run(rt, func(t *testing.T) { testChartDaemonSets(t, rt) })
+	}
+}
+
+// helperDir is the chart's sidecar-order helperDir (values.yaml).
+const helperDir = "/opt/nri-suite/bin"
+
+func testChartDaemonSets(t *testing.T, rt string) {
 	sandbox.RequirePrereqs(t, rt)
 	ctx := sandbox.TestContext(t)
 	images := buildImages(ctx, t)
 	daemonSets, configs := loadManifests(t)
-	installed := map[string]pluginInfo{}
-	for name, info := range plugins {
-		if name != "sidecar-order" {
-			installed[name] = info
-		}
-	}
+	// Made before the sandbox, so that it is removed after the teardown
+	// stopped the containers that mount the helper.
+	paths := podPaths{moved: map[string]string{helperDir: t.TempDir()}}
 
-	sb := sandbox.NewForTest(t, sandbox.Options{Runtime: rt})
-	importImages(ctx, t, sb, images)
+	sb := sandbox.NewForTest(t, sandbox.Options{Runtime: rt, Images: images})
 	require.NoError(t, os.WriteFile(filepath.Join(sb.CDISpecDir(), "deploy.yaml"), []byte(deviceSpec), 0o644))
-	hostDirs := map[string]string{
+	paths.host = map[string]string{
 		"/var/run/nri": filepath.Dir(sb.NRI().Socket),
 		"/etc/cdi":     sb.CDISpecDir(),
 		"/var/run/cdi": t.TempDir(),
 	}
-	for name := range installed {
+	for name := range plugins {
 		ds, ok := daemonSets[name]
 		require.True(t, ok, "the chart renders a DaemonSet for %s", name)
-		configDir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(configDir, "config.yaml"), []byte(configs[name].Data["config.yaml"]), 0o644))
-		require.NoError(t, sb.WritePod(staticPod(t, ds, hostDirs, configDir)))
+		config := configs[name].Data["config.yaml"]
+		if name == "security" && rt == "crio" {
+			config += crioSecurityConfig
+		}
+		paths.config = t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(paths.config, "config.yaml"), []byte(config), 0o644))
+		pod := staticPod(t, ds, paths)
+		if sb.CannotRun(pod) == sandbox.CRIONodeCriticalSkip {
+			pod.Spec.PriorityClassName = ""
+		}
+		requireImages(t, pod, images)
+		require.NoError(t, sb.WritePod(pod))
 	}
-	waitConnected(ctx, t, installed)
-	waitProbes(ctx, t, sb, daemonSets, installed)
-	runScenario(ctx, t, sb, installed)
+	waitConnected(ctx, t)
+	waitProbes(ctx, t, sb, daemonSets)
+	runScenario(ctx, t, sb)
 }
 
 // buildImages runs `make images` into a temporary directory and returns
-// the archives.
-func buildImages(ctx context.Context, t *testing.T) []string {
+// the archives under the references they name.
+func buildImages(ctx context.Context, t *testing.T) []sandbox.Image {
 	out := t.TempDir()
 	cmd := exec.CommandContext(ctx, "make", "-C", repoRoot(t), "images", "IMAGES_OUT="+out)
 	log, err := cmd.CombinedOutput()
@@ -95,17 +115,23 @@ func buildImages(ctx context.Context, t *testing.T) []string {
 	archives, err := filepath.Glob(filepath.Join(out, "nri-*.tar"))
 	require.NoError(t, err)
 	require.Len(t, archives, len(plugins), "one image per plugin: %s", log)
-	return archives
+	images := make([]sandbox.Image, len(archives))
+	for i, archive := range archives {
+		images[i], err = sandbox.ArchiveImage(archive)
+		require.NoError(t, err)
+	}
+	return images
 }
 
-// importImages imports the archives into the sandbox's containerd, in the
-// namespace of its CRI.
-func importImages(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, archives []string) {
-	socket := strings.TrimPrefix(sb.Runtime().Endpoint(), "unix://")
-	for _, archive := range archives {
-		out, err := exec.CommandContext(ctx, sandbox.DefaultCache().Bin("ctr"), "--address", socket,
-			"--namespace", "k8s.io", "images", "import", archive).CombinedOutput()
-		require.NoError(t, err, "importing %s: %s", archive, out)
+// requireImages fails unless every container of pod runs one of images:
+// the pod never pulls.
+func requireImages(t *testing.T, pod *corev1.Pod, images []sandbox.Image) {
+	refs := make([]string, len(images))
+	for i, img := range images {
+		refs[i] = img.Ref
+	}
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		require.Contains(t, refs, c.Image, "container %s of %s runs an image that `make images` did not write", c.Name, pod.Name)
 	}
 }
 
@@ -143,9 +169,22 @@ func loadManifests(t *testing.T) (map[string]*appsv1.DaemonSet, map[string]*core
 // anyAddr matches a listen address on every interface in the plugins' args.
 var anyAddr = regexp.MustCompile(`^(--[a-z-]+-addr=)0\.0\.0\.0:`)
 
+// podPaths are the sandbox's places for a static pod's host paths.
+type podPaths struct {
+	// host maps hostPath volumes' paths to the sandbox's directories; the
+	// containers mount them where the chart says.
+	host map[string]string
+	// moved maps directories that must be the same path on the host and in
+	// the containers to one in the sandbox: hostPath volumes, mount paths
+	// and paths in commands and args alike.
+	moved map[string]string
+	// config is the host directory standing for the plugin's ConfigMap.
+	config string
+}
+
 // staticPod makes a static pod of a DaemonSet's pod template, changed as
 // TestChartDaemonSets says.
-func staticPod(t *testing.T, ds *appsv1.DaemonSet, hostDirs map[string]string, configDir string) *corev1.Pod {
+func staticPod(t *testing.T, ds *appsv1.DaemonSet, paths podPaths) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels},
 		Spec:       *ds.Spec.Template.Spec.DeepCopy(),
@@ -155,8 +194,14 @@ func staticPod(t *testing.T, ds *appsv1.DaemonSet, hostDirs map[string]string, c
 		for i := range containers {
 			c := &containers[i]
 			c.ImagePullPolicy = corev1.PullNever
+			for j, arg := range c.Command {
+				c.Command[j] = movePath(arg, paths.moved)
+			}
 			for j, arg := range c.Args {
-				c.Args[j] = anyAddr.ReplaceAllString(arg, "${1}127.0.0.1:")
+				c.Args[j] = movePath(anyAddr.ReplaceAllString(arg, "${1}127.0.0.1:"), paths.moved)
+			}
+			for j := range c.VolumeMounts {
+				c.VolumeMounts[j].MountPath = movePath(c.VolumeMounts[j].MountPath, paths.moved)
 			}
 			for _, probe := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 				if probe != nil && probe.HTTPGet != nil {
@@ -169,21 +214,96 @@ func staticPod(t *testing.T, ds *appsv1.DaemonSet, hostDirs map[string]string, c
 		v := &pod.Spec.Volumes[i]
 		switch {
 		case v.ConfigMap != nil:
-			v.VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: configDir}}
+			v.VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: paths.config}}
 		case v.HostPath != nil:
-			if dir, ok := hostDirs[v.HostPath.Path]; ok {
+			if dir, ok := paths.host[v.HostPath.Path]; ok {
 				v.HostPath.Path = dir
 			}
+			v.HostPath.Path = movePath(v.HostPath.Path, paths.moved)
 		}
 	}
 	require.NoError(t, sandbox.CheckPod(pod))
+	// A path the chart adds later, in a field not moved above, would make
+	// the plugin and the runtime disagree on where the helper is.
+	manifest, err := yaml.Marshal(pod)
+	require.NoError(t, err)
+	for dir := range paths.moved {
+		require.NotContains(t, string(manifest), dir, "the static pod of %s still names %s", ds.Name, dir)
+	}
 	return pod
+}
+
+// movePath moves a path, alone or as a flag's value ("--flag=PATH"), that
+// is or lies below a directory in moved to the same place below the
+// directory's new path; anything else is returned as it is.
+func movePath(arg string, moved map[string]string) string {
+	flag, path := "", arg
+	if name, value, ok := strings.Cut(arg, "="); ok && strings.HasPrefix(name, "--") {
+		flag, path = name+"=", value
+	}
+	for from, to := range moved {
+		if rest, ok := strings.CutPrefix(path, from); ok && (rest == "" || rest[0] == '/') {
+			return flag + to + rest
+		}
+	}
+	return arg
+}
+
+// The static pod of sidecar-order names the moved helper directory wherever
+// the chart names helperDir, and the sandbox's directories as host paths
+// only; the rest is the chart's.
+func TestStaticPodOfSidecarOrder(t *testing.T) {
+	daemonSets, _ := loadManifests(t)
+	ds := daemonSets["sidecar-order"]
+	require.NotNil(t, ds, "the chart renders a DaemonSet for sidecar-order")
+	pod := staticPod(t, ds, podPaths{
+		host:   map[string]string{"/var/run/nri": "/sb/nri"},
+		moved:  map[string]string{helperDir: "/sb/helper"},
+		config: "/sb/config",
+	})
+
+	require.Len(t, pod.Spec.InitContainers, 1)
+	install := pod.Spec.InitContainers[0]
+	assert.Equal(t, []string{"/usr/local/bin/nri-suite-copy", "/usr/local/bin/nri-sidecar-helper", "/sb/helper"}, install.Command,
+		"the init container copies the helper to the moved directory")
+	assert.Equal(t, []corev1.VolumeMount{{Name: "helper", MountPath: "/sb/helper"}}, install.VolumeMounts)
+	require.Len(t, pod.Spec.Containers, 1)
+	plugin := pod.Spec.Containers[0]
+	assert.Contains(t, plugin.Args, "--helper=/sb/helper/nri-sidecar-helper", "the plugin names the helper where it is on the host")
+	assert.Contains(t, plugin.Args, "--http-addr=127.0.0.1:9120")
+	assert.Contains(t, plugin.VolumeMounts, corev1.VolumeMount{Name: "helper", MountPath: "/sb/helper", ReadOnly: true})
+	assert.Contains(t, plugin.VolumeMounts, corev1.VolumeMount{Name: "nri", MountPath: "/var/run/nri"}, "a host-only directory keeps the chart's mount path")
+	for _, c := range []corev1.Container{install, plugin} {
+		assert.Equal(t, corev1.PullNever, c.ImagePullPolicy, "container %s", c.Name)
+	}
+
+	hostPaths := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		require.NotNil(t, v.HostPath, "volume %s is a host path", v.Name)
+		hostPaths[v.Name] = v.HostPath.Path
+	}
+	assert.Equal(t, map[string]string{"nri": "/sb/nri", "shared": "/run/nri-suite", "config": "/sb/config", "helper": "/sb/helper"}, hostPaths)
+}
+
+func TestMovePath(t *testing.T) {
+	moved := map[string]string{"/opt/x/bin": "/sb/bin"}
+	for arg, want := range map[string]string{
+		"/opt/x/bin":             "/sb/bin",
+		"/opt/x/bin/helper":      "/sb/bin/helper",
+		"--helper=/opt/x/bin/h":  "--helper=/sb/bin/h",
+		"/opt/x/binary":          "/opt/x/binary",
+		"/usr/opt/x/bin":         "/usr/opt/x/bin",
+		"-helper=/opt/x/bin/h":   "-helper=/opt/x/bin/h",
+		"--http-addr=0.0.0.0:80": "--http-addr=0.0.0.0:80",
+	} {
+		assert.Equal(t, want, movePath(arg, moved), "movePath(%q)", arg)
+	}
 }
 
 // waitProbes waits until the kubelet counted a successful liveness and
 // readiness probe of every plugin's container (its /metrics/probes: a
 // standalone kubelet reports pod status nowhere else).
-func waitProbes(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, daemonSets map[string]*appsv1.DaemonSet, installed map[string]pluginInfo) {
+func waitProbes(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, daemonSets map[string]*appsv1.DaemonSet) {
 	// The kubelet serves a self-signed certificate on loopback.
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	err := sandbox.PollUntil(ctx, 90*time.Second, 100*time.Millisecond, func() error {
@@ -200,7 +320,7 @@ func waitProbes(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, daemonSe
 		if err != nil {
 			return err
 		}
-		for name := range installed {
+		for name := range plugins {
 			pod := sb.PodName(daemonSets[name].Name)
 			for _, probe := range []string{"Liveness", "Readiness"} {
 				if n := probeCount(string(body), name, pod, probe); n == 0 {

@@ -59,7 +59,7 @@ devices:
 // the runtime default seccomp profile (security), the pod's cAdvisor metrics
 // and every plugin's readiness (stats). What the runtime cannot do skips,
 // saying why.
-func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, installed map[string]pluginInfo) {
+func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 	rt := sb.Runtime().Name()
 	web := sandbox.BusyboxPod("web", "app", "log-shipper")
 	web.Annotations = map[string]string{
@@ -80,9 +80,6 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, install
 		assert.NoError(t, err, "the CDI device's node")
 	})
 	t.Run("sidecar-order", func(t *testing.T) {
-		if _, ok := installed["sidecar-order"]; !ok {
-			t.Skip("sidecar-order is not installed in this test (see its doc comment)")
-		}
 		if rt == "crio" {
 			t.Skip("CRI-O v1.34's NRI drops args adjustments: the plugin leaves pods alone there (plugins/sidecar-order/README.md)")
 		}
@@ -146,7 +143,7 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, install
 		// The other plugins' readiness, from their status records.
 		body, err := get(ctx, "http://"+statsAddr+"/metrics")
 		require.NoError(t, err)
-		for name, info := range installed {
+		for name, info := range plugins {
 			assert.Contains(t, body, fmt.Sprintf(`nri_suite_stats_plugin_ready{index=%q,plugin=%q} 1`, info.idx, name))
 		}
 	})
@@ -154,10 +151,10 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, install
 
 // waitConnected waits until every plugin published that it is connected
 // and ready, and answers on its /readyz.
-func waitConnected(ctx context.Context, t *testing.T, installed map[string]pluginInfo) {
+func waitConnected(ctx context.Context, t *testing.T) {
 	statuses, err := state.PluginStatuses(state.DefaultDir)
 	require.NoError(t, err)
-	for name, info := range installed {
+	for name, info := range plugins {
 		err := poll(ctx, func() error {
 			st, found, err := statuses.Read(info.idx + "-" + name)
 			if err != nil || !found || !st.Connected || !st.Ready {
