@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -10,8 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
 
@@ -37,11 +40,10 @@ func TestPreRegisteredInstall(t *testing.T) {
 func testPreRegistered(t *testing.T, rt string) {
 	sandbox.RequirePrereqs(t, rt)
 	ctx := sandbox.TestContext(t)
-	installed := plugins
-	layout := install(ctx, t, slices.Sorted(maps.Keys(installed)))
+	layout := install(ctx, t, slices.Sorted(maps.Keys(plugins)))
 	specs, err := sandbox.PreRegisteredFromLayout(layout.pluginDir, layout.confDir)
 	require.NoError(t, err)
-	require.Len(t, specs, len(installed), "every installed plugin is in the layout")
+	require.Len(t, specs, len(plugins), "every installed plugin is in the layout")
 	for i := range specs {
 		switch {
 		case specs[i].Name == "device-injector":
@@ -53,9 +55,52 @@ func testPreRegistered(t *testing.T, rt string) {
 
 	sb := sandbox.NewForTest(t, sandbox.Options{Runtime: rt, PreRegistered: specs})
 	require.NoError(t, os.WriteFile(filepath.Join(sb.CDISpecDir(), "deploy.yaml"), []byte(deviceSpec), 0o644))
-	waitConnected(ctx, t, installed)
+	waitConnected(ctx, t)
 
-	runScenario(ctx, t, sb, installed)
+	runScenario(ctx, t, sb)
+	t.Run("runtime restart", func(t *testing.T) { restartRelaunches(ctx, t, sb) })
+}
+
+// restartRelaunches kills the runtime and starts it again, as after a crash
+// or an upgrade: it must launch every plugin of the layout again (new
+// processes, connected and ready), and no running container may move.
+func restartRelaunches(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
+	cpus := func() map[string]string {
+		ctrs, err := sb.CRI().Containers(ctx)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for _, c := range ctrs {
+			if c.State == "CONTAINER_RUNNING" {
+				status, err := sb.ProcStatus(ctx, c.ID)
+				require.NoError(t, err)
+				out[c.Pod+"/"+c.Name] = status["Cpus_allowed_list"]
+			}
+		}
+		return out
+	}
+	statuses, err := state.PluginStatuses(state.DefaultDir)
+	require.NoError(t, err)
+	pids := map[string]int{}
+	for name, info := range plugins {
+		st, _, err := statuses.Read(info.idx + "-" + name)
+		require.NoError(t, err)
+		pids[name] = st.PID
+	}
+	before := cpus()
+
+	require.NoError(t, sb.RestartRuntime(ctx))
+	for name, info := range plugins {
+		err := poll(ctx, func() error {
+			st, found, err := statuses.Read(info.idx + "-" + name)
+			if err != nil || !found || st.PID == pids[name] || !st.Connected || !st.Ready {
+				return fmt.Errorf("plugin %s: status %+v (found %v, error %v), expected a new process (not pid %d), connected and ready",
+					name, st, found, err, pids[name])
+			}
+			return nil
+		})
+		require.NoError(t, err, "the runtime relaunched %s", name)
+	}
+	assert.Equal(t, before, cpus(), "containers' CPUs after the runtime restart")
 }
 
 // layout is a pre-registered install.
