@@ -40,7 +40,7 @@ func WithFlags(add func(*flag.FlagSet)) Option {
 // SIGTERM or SIGINT and exits 0 after a clean stop, 1 on an error, 2 on bad usage.
 func Main(plugin string, factory Factory, opts ...Option) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := runMain(ctx, plugin, factory, os.Args[1:], os.Stderr, opts...)
+	code := runMain(ctx, plugin, factory, os.Args[1:], logOutput(os.Stderr, PreRegisteredLogDir), opts...)
 	stop()
 	os.Exit(code)
 }

@@ -19,6 +19,7 @@
 // its plugin directory, connected on a file descriptor) cannot reconnect: the runtime
 // kills them when it stops and launches a fresh instance when it starts, so when the
 // connection closes the runner closes the plugin and Run returns nil (exit status 0).
+// The runtime discards their output, so Main logs to a file in PreRegisteredLogDir.
 package plugin
 
 import (

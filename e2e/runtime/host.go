@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/state"
 )
 
@@ -24,9 +25,10 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/pa
 var kubeletHostDirs = []string{"/var/log/containers", "/var/lib/kubelet/device-plugins", "/run/mount"}
 
 // preRegisteredHostDirs are written by pre-registered plugins: the runtime
-// launches them without flags, so they publish to the default shared state
-// directory (external plugins get --shared-dir inside the run dir).
-var preRegisteredHostDirs = []string{state.DefaultDir}
+// launches them without flags and without output, so they publish to the
+// default shared state directory (external plugins get --shared-dir inside
+// the run dir) and log to the default log directory.
+var preRegisteredHostDirs = []string{state.DefaultDir, plugin.PreRegisteredLogDir}
 
 // hostState records what the sandbox changed on the host, in the run dir, so
 // that its own teardown and, after a crash, SweepStale can undo it.

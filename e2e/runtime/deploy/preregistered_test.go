@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
@@ -56,6 +57,13 @@ func testPreRegistered(t *testing.T, rt string) {
 	sb := sandbox.NewForTest(t, sandbox.Options{Runtime: rt, PreRegistered: specs})
 	require.NoError(t, os.WriteFile(filepath.Join(sb.CDISpecDir(), "deploy.yaml"), []byte(deviceSpec), 0o644))
 	waitConnected(ctx, t)
+	t.Run("logs", func(t *testing.T) {
+		for name, info := range plugins {
+			data, err := os.ReadFile(filepath.Join(plugin.PreRegisteredLogDir, info.idx+"-"+name+".log"))
+			require.NoError(t, err, "the runtime discards a launched plugin's output: %s logs to a file", name)
+			assert.Contains(t, string(data), "serving /metrics", "%s's log", name)
+		}
+	})
 
 	runScenario(ctx, t, sb)
 	t.Run("runtime restart", func(t *testing.T) { restartRelaunches(ctx, t, sb) })
