@@ -239,9 +239,10 @@ func TestBinaryPreRegisteredTakesConfigFromRuntime(t *testing.T) {
 	reportPath := filepath.Join(dir, "report.json")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "plugins"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755))
-	// The runtime launches NN-name without arguments: a launcher script keeps the
-	// plugin's shared state in the test's directory instead of the host's default.
-	launcher := fmt.Sprintf("#!/bin/sh\nexec %s --shared-dir %s\n", bin, filepath.Join(dir, "shared"))
+	// The runtime launches NN-name without arguments and output: a launcher script
+	// keeps the plugin's shared state and log in the test's directory instead of
+	// the host's defaults.
+	launcher := fmt.Sprintf("#!/bin/sh\nexec %s --shared-dir %s 2>>%s\n", bin, filepath.Join(dir, "shared"), filepath.Join(dir, "plugin.log"))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "plugins", "45-e2e-pre"), []byte(launcher), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "conf.d", "45-e2e-pre.conf"),
 		[]byte("syncReport: "+reportPath+"\n"), 0o600))
