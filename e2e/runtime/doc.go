@@ -9,7 +9,12 @@
 // <run dir>/plugins/<idx>-<name>, for their log, their configuration and,
 // through PluginDir in PluginSpec.Args, whatever state they keep; they share
 // <run dir>/shared as the node's shared state (--shared-dir), so that no
-// plugin writes to the host's /run/nri-suite.
+// plugin writes to the host's /run/nri-suite. With Options.Launch set to
+// LaunchByRuntime, StartPlugin lays a plugin out as `make install` does and
+// restarts the runtime, which launches it pre-registered: without flags, so
+// it uses the host's /run/nri-suite and logs to /var/log/nri-suite, both
+// recorded and removed like the kubelet's host directories (Variants runs a
+// plugin's scenario both ways).
 //
 // Everything a sandbox starts lives under one run directory and one cgroup
 // root, so that teardown can find it again by PID, mount point and cgroup,

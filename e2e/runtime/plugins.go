@@ -21,7 +21,8 @@ type PluginSpec struct {
 	Idx  string
 	// Config is the plugin's YAML configuration; empty for none.
 	Config []byte
-	// LogLevel is passed as --log-level; empty means "info".
+	// LogLevel is passed as --log-level; empty means "info". External
+	// plugins only, as Args.
 	LogLevel string
 	// Args are the plugin's own flags, after the runner's. PluginDir in an
 	// argument stands for the plugin's private directory in the run dir, so
@@ -56,17 +57,35 @@ func (s PluginSpec) validatePreRegistered() error {
 	if len(s.Args) > 0 {
 		return fmt.Errorf("pre-registered plugin %s: args %q: the runtime launches pre-registered plugins without flags, expected none", s.id(), s.Args)
 	}
+	if s.LogLevel != "" {
+		return fmt.Errorf("pre-registered plugin %s: log level %q: the runtime launches pre-registered plugins without flags, expected none", s.id(), s.LogLevel)
+	}
 	return nil
 }
 
 // id is the plugin's NRI id, "<idx>-<name>".
 func (s PluginSpec) id() string { return s.Idx + "-" + s.Name }
 
-// Plugin is an external plugin process started by the sandbox.
+// Plugin is a plugin process the sandbox started: an external plugin, or
+// one the runtime launched (LaunchByRuntime), whose handle then follows the
+// runtime's relaunches of it.
 type Plugin struct {
-	Spec    PluginSpec
+	Spec PluginSpec
+	// LogPath is the plugin's log: in its directory in the run dir, or the
+	// runner's file in plugin.PreRegisteredLogDir for one the runtime
+	// launched (shared by its successive processes).
 	LogPath string
-	process *process
+	process pluginProcess
+}
+
+// pluginProcess is a *process (an external plugin, the sandbox's child) or
+// a *launched (the runtime's).
+type pluginProcess interface {
+	PID() int
+	exited() bool
+	stop(grace time.Duration)
+	kill()
+	waitFor(ctx context.Context, what string, check func(context.Context) error) error
 }
 
 // PID returns the plugin's process id.
@@ -80,7 +99,8 @@ func (p *Plugin) Stop(grace time.Duration) { p.process.stop(grace) }
 
 // Kill sends SIGKILL and waits until the process is gone: a crash, which
 // flushes nothing. Sandbox.StartPlugin with the same spec starts it again on
-// the same directory.
+// the same directory (with LaunchByRuntime: lays it out again and restarts
+// the runtime).
 func (p *Plugin) Kill() { p.process.kill() }
 
 // HTTPAddr returns the address the plugin serves HTTP on, from its log; ""
@@ -212,7 +232,7 @@ func PreRegisteredFromLayout(pluginDir, confDir string) ([]PluginSpec, error) {
 
 // installPreRegistered lays out a plugin the way the runtime launches it:
 // the binary as NN-name in the plugin dir, its configuration as NN-name.conf
-// in the plugin config dir, with CDIDir replaced by cdiDir.
+// in the plugin config dir (writePreRegisteredConfig).
 func installPreRegistered(spec PluginSpec, nri NRIConfig, cdiDir string) error {
 	if err := spec.validatePreRegistered(); err != nil {
 		return err
@@ -221,15 +241,36 @@ func installPreRegistered(spec PluginSpec, nri NRIConfig, cdiDir string) error {
 	if err != nil {
 		return fmt.Errorf("reading plugin binary %s: %w", spec.Binary, err)
 	}
-	base := spec.id()
-	if err := os.WriteFile(filepath.Join(nri.PluginPath, base), data, 0o755); err != nil {
-		return fmt.Errorf("installing pre-registered plugin %s: %w", base, err)
+	// Through a rename: the runtime may still run the previous binary.
+	if err := writeFileAtomic(filepath.Join(nri.PluginPath, spec.id()), data, 0o755); err != nil {
+		return fmt.Errorf("installing pre-registered plugin %s: %w", spec.id(), err)
 	}
-	if len(spec.Config) > 0 {
-		config := strings.ReplaceAll(string(spec.Config), CDIDir, cdiDir)
-		if err := os.WriteFile(filepath.Join(nri.PluginConfigPath, base+".conf"), []byte(config), 0o644); err != nil {
-			return fmt.Errorf("installing configuration of pre-registered plugin %s: %w", base, err)
+	return writePreRegisteredConfig(spec, nri, cdiDir)
+}
+
+// writePreRegisteredConfig makes spec.Config, with CDIDir replaced by
+// cdiDir, the plugin's NN-name.conf in the plugin config dir; an empty
+// Config removes it, so that the plugin runs on its defaults.
+func writePreRegisteredConfig(spec PluginSpec, nri NRIConfig, cdiDir string) error {
+	path := filepath.Join(nri.PluginConfigPath, spec.id()+".conf")
+	if len(spec.Config) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing configuration of pre-registered plugin %s: %w", spec.id(), err)
 		}
+		return nil
+	}
+	config := strings.ReplaceAll(string(spec.Config), CDIDir, cdiDir)
+	if err := writeFileAtomic(path, []byte(config), 0o644); err != nil {
+		return fmt.Errorf("installing configuration of pre-registered plugin %s: %w", spec.id(), err)
 	}
 	return nil
+}
+
+// writeFileAtomic writes path through a temporary file beside it.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/common/state"
 )
 
 // Options configure a Sandbox; the zero value is usable.
@@ -32,6 +34,9 @@ type Options struct {
 	// PreRegistered plugins are installed into the runtime's plugin dir
 	// before it starts, so that the runtime launches them itself.
 	PreRegistered []PluginSpec
+	// Launch says who starts the plugins StartPlugin is asked for: the
+	// sandbox (LaunchExternal, the default) or the runtime (LaunchByRuntime).
+	Launch Launch
 	// KeepRunDir leaves the run dir (logs, configs) after teardown.
 	KeepRunDir bool
 	// NoKubelet leaves the kubelet out: the node is the runtime alone, and
@@ -69,6 +74,9 @@ const DefaultNodeName = "nri-sandbox"
 // Start starts a sandbox and returns once the runtime and the kubelet
 // answer. On error, whatever was started is torn down again.
 func Start(ctx context.Context, opts Options) (*Sandbox, error) {
+	if opts.Launch != LaunchExternal && opts.Launch != LaunchByRuntime {
+		return nil, fmt.Errorf("starting sandbox: launch %s: expected LaunchExternal or LaunchByRuntime", opts.Launch)
+	}
 	if opts.Runtime == "" {
 		opts.Runtime = "containerd"
 	}
@@ -250,7 +258,17 @@ func (s *Sandbox) KubeletLog() string {
 
 // RestartRuntime kills the runtime with SIGKILL and starts it again; the
 // containers stay up in their shims and the kubelet reconnects by itself.
+// With LaunchByRuntime it also waits until the plugins the runtime launched
+// before are gone and it has launched each StartPlugin'ed plugin again, as
+// a new process, connected and ready; their Plugin handles follow.
 func (s *Sandbox) RestartRuntime(ctx context.Context) error {
+	if s.opts.Launch == LaunchByRuntime {
+		return s.relaunch(ctx)
+	}
+	return s.restartRuntime(ctx)
+}
+
+func (s *Sandbox) restartRuntime(ctx context.Context) error {
 	if err := s.rt.Restart(ctx); err != nil {
 		return fmt.Errorf("restarting %s: %w", s.rt.Name(), err)
 	}
@@ -262,7 +280,17 @@ func (s *Sandbox) RestartRuntime(ctx context.Context) error {
 // PluginDir live in <run dir>/plugins/<idx>-<name>; starting the same spec
 // again (after Plugin.Kill or Stop) reuses that directory and appends to the
 // log.
+//
+// With LaunchByRuntime it lays spec out as `make install` does instead (the
+// suite's plugins through deployments/preregistered/install.sh, with
+// install.sh's helpers found next to spec.Binary; others by hand), with
+// spec.Config as its NN-name.conf in place of the shipped one, restarts the
+// runtime and returns once the runtime has launched it, connected and
+// ready (see LaunchByRuntime).
 func (s *Sandbox) StartPlugin(spec PluginSpec) (*Plugin, error) {
+	if s.opts.Launch == LaunchByRuntime {
+		return s.startByRuntime(spec)
+	}
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
@@ -290,7 +318,7 @@ func (s *Sandbox) StartPlugin(spec PluginSpec) (*Plugin, error) {
 	return plugin, nil
 }
 
-// PluginNamed returns the running external plugin started with that name,
+// PluginNamed returns the running plugin started with that name,
 // the newest if it was restarted; nil if none.
 func (s *Sandbox) PluginNamed(name string) *Plugin {
 	s.mu.Lock()
@@ -303,15 +331,23 @@ func (s *Sandbox) PluginNamed(name string) *Plugin {
 	return nil
 }
 
-// PluginDir is the private directory of an external plugin in the run dir,
-// what PluginDir in its Args stands for.
+// PluginDir is the private directory of a plugin in the run dir, what
+// PluginDir in its Args stands for; StartPlugin makes it in either Launch.
 func (s *Sandbox) PluginDir(spec PluginSpec) string {
 	return filepath.Join(s.dir, "plugins", spec.id())
 }
 
-// SharedDir is the shared state directory of the external plugins
-// (--shared-dir): their status records and what they publish for each other.
-func (s *Sandbox) SharedDir() string { return filepath.Join(s.dir, "shared") }
+// SharedDir is the shared state directory of the plugins StartPlugin starts:
+// their status records and what they publish for each other. External ones
+// get <run dir>/shared (--shared-dir); those the runtime launches get no
+// flags and use the host's default, state.DefaultDir (see
+// preRegisteredHostDirs).
+func (s *Sandbox) SharedDir() string {
+	if s.opts.Launch == LaunchByRuntime {
+		return state.DefaultDir
+	}
+	return filepath.Join(s.dir, "shared")
+}
 
 // Close tears the sandbox down: plugins, kubelet, every pod through CRI, the
 // runtime, then whatever is left by PID, mount and cgroup; it restores the
@@ -331,6 +367,9 @@ func (s *Sandbox) Close() error {
 	var errs []error
 	for _, p := range plugins {
 		p.Stop(3 * time.Second)
+		if l, ok := p.process.(*launched); ok {
+			l.release()
+		}
 	}
 	s.kubelet.stop(10 * time.Second)
 	if s.cri != nil && s.rt.PID() != 0 {

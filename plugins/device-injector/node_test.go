@@ -24,9 +24,10 @@ import (
 )
 
 // TestRealNode is issue 4's acceptance on a real node: the plugin binary as
-// an external plugin of the real runtime, pods from a real kubelet, the
-// device checked inside the containers. One sandbox per runtime carries all
-// the steps, in order:
+// an external plugin of the real runtime, and as a pre-registered one that
+// containerd launches itself (sandbox.Variants), pods from a real kubelet,
+// the device checked inside the containers. One sandbox per variant carries
+// all the steps, in order:
 //
 //  1. Injection, once per mode (the plugin restarted with another config
 //     between them): a CDI spec in the runtime's spec directory describes a
@@ -42,9 +43,7 @@ import (
 //     with reason unhealthy, in the plugin's metrics and in the kubelet's
 //     report of the container's creation error.
 func TestRealNode(t *testing.T) {
-	for _, rt := range sandbox.RuntimeNames() {
-		t.Run(rt, func(t *testing.T) { testRealNode(t, rt) })
-	}
+	sandbox.RunVariants(t, sandbox.Variants(), testRealNode)
 }
 
 // The device the spec describes, where it appears in containers, and what
@@ -90,7 +89,8 @@ func modesOf(runtime string) [][2]string {
 	return [][2]string{{"runtime", ""}, {"plugin", ""}}
 }
 
-func testRealNode(t *testing.T, rt string) {
+func testRealNode(t *testing.T, v sandbox.Variant) {
+	rt := v.Runtime
 	sandbox.RequirePrereqs(t, rt)
 	// Made before the sandbox, so that it is removed after the sandbox's
 	// teardown, once no container mounts it any longer.
@@ -101,7 +101,7 @@ func testRealNode(t *testing.T, rt string) {
 	require.NoError(t, os.WriteFile(filepath.Join(hostData, nodeDataFile), []byte("from the host\n"), 0o644))
 	require.NoError(t, unix.Mknod(hostNode, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))), "mknod of the test's device node")
 
-	sb := sandbox.NewForTest(t, sandbox.Options{Runtime: rt})
+	sb := sandbox.NewForTest(t, v.Options())
 	ctx := sandbox.TestContext(t)
 	require.NoError(t, os.WriteFile(filepath.Join(sb.CDISpecDir(), "nri-suite-test.yaml"), []byte(realNodeSpec(hostNode, hostData)), 0o644))
 	binary := harness.BuildPlugin(t, pluginPkg)

@@ -19,9 +19,10 @@ import (
 
 // TestRealNode is issue 5's acceptance on a real runtime: the security
 // plugin and the e2e test plugin (as "another plugin") external to the
-// runtime, pods made through raw CRI so that a refusal comes back as the CRI
-// error the kubelet would get (a kubelet only logs it and retries), and user
-// namespaces can be set per pod. One sandbox per runtime carries the steps:
+// runtime or launched by containerd itself (sandbox.Variants), pods made
+// through raw CRI so that a refusal comes back as the CRI error the kubelet
+// would get (a kubelet only logs it and retries), and user namespaces can be
+// set per pod. One sandbox per variant carries the steps:
 //
 //  1. Seccomp: a profile named by annotation that denies mkdir gives
 //     "Operation not permitted" where an Unconfined container next to it
@@ -39,9 +40,7 @@ import (
 // out by itself to be accepted at all (it starts with the same flags as on
 // containerd); step 1 checks that it fails closed instead, 2 and 4 skip.
 func TestRealNode(t *testing.T) {
-	for _, rt := range sandbox.RuntimeNames() {
-		t.Run(rt, func(t *testing.T) { testRealNode(t, rt) })
-	}
+	sandbox.RunVariants(t, sandbox.Variants(), testRealNode)
 }
 
 const (
@@ -68,9 +67,12 @@ type realNode struct {
 	testBinary string
 }
 
-func testRealNode(t *testing.T, rt string) {
+func testRealNode(t *testing.T, v sandbox.Variant) {
+	rt := v.Runtime
 	sandbox.RequirePrereqs(t, rt)
-	n := &realNode{t: t, sb: sandbox.NewForTest(t, sandbox.Options{Runtime: rt, NoKubelet: true}), ctx: sandbox.TestContext(t),
+	opts := v.Options()
+	opts.NoKubelet = true
+	n := &realNode{t: t, sb: sandbox.NewForTest(t, opts), ctx: sandbox.TestContext(t),
 		testBinary: harness.BuildPlugin(t, testPluginPkg)}
 	profiles := filepath.Join(n.sb.Dir(), "seccomp-profiles")
 	require.NoError(t, os.MkdirAll(profiles, 0o755))
@@ -153,7 +155,8 @@ func testRealNode(t *testing.T, rt string) {
 	})
 }
 
-// startTestPlugin (re)starts the e2e test plugin with config.
+// startTestPlugin (re)starts the e2e test plugin with config. Launched by
+// the runtime, that restarts the runtime, which launches both plugins again.
 func (n *realNode) startTestPlugin(config string) {
 	n.t.Helper()
 	if n.testPlugin != nil {

@@ -28,7 +28,8 @@ import (
 )
 
 // TestRealNode is issue 7's acceptance on a real kubelet and runtime, with
-// ordinary containers as sidecars. The containers record what they see and
+// ordinary containers as sidecars, the plugin external to the runtime or
+// launched by containerd itself (sandbox.Variants). The containers record what they see and
 // when they get SIGTERM in a hostPath file; the kubelet's pod phase and the
 // containers' exit codes come from the kubelet and CRI.
 //
@@ -58,9 +59,7 @@ import (
 // helper: there the plugin must detect it from the first annotated pod and
 // leave later ones alone, and steps 1-3 skip with that reason.
 func TestRealNode(t *testing.T) {
-	for _, rt := range sandbox.RuntimeNames() {
-		t.Run(rt, func(t *testing.T) { testRealNode(t, rt) })
-	}
+	sandbox.RunVariants(t, sandbox.Variants(), testRealNode)
 }
 
 type realNode struct {
@@ -69,15 +68,22 @@ type realNode struct {
 	plugin *sandbox.Plugin
 }
 
-func testRealNode(t *testing.T, rt string) {
+func testRealNode(t *testing.T, v sandbox.Variant) {
+	rt := v.Runtime
 	sandbox.RequirePrereqs(t, rt)
-	n := &realNode{sb: sandbox.NewForTest(t, sandbox.Options{Runtime: rt}), ctx: sandbox.TestContext(t)}
-	helperBin := helpertest.Build(t, "")
+	n := &realNode{sb: sandbox.NewForTest(t, v.Options()), ctx: sandbox.TestContext(t)}
+	binary := harness.BuildPlugin(t, pluginPkg)
+	// Next to the plugin, as `make build` puts it: where install.sh takes
+	// it from when the runtime launches the plugin.
+	helperBin := helpertest.Build(t, filepath.Dir(binary))
+	spec := sandbox.PluginSpec{Binary: binary, Name: "sidecar-order", Idx: "20"}
+	// As configuration, not flags: the runtime launches its plugins without.
+	spec.Config = fmt.Appendf(nil, "helper: %s\nstate-dir: %s\n", helperBin, filepath.Join(n.sb.PluginDir(spec), "state"))
+	if v.Launch == sandbox.LaunchExternal {
+		spec.LogLevel = "debug" // for the logs of a failed run; the runtime sets no level
+	}
 	var err error
-	n.plugin, err = n.sb.StartPlugin(sandbox.PluginSpec{
-		Binary: harness.BuildPlugin(t, pluginPkg), Name: "sidecar-order", Idx: "20", LogLevel: "debug",
-		Args: []string{"--helper", helperBin, "--state-dir", sandbox.PluginDir + "/state"},
-	})
+	n.plugin, err = n.sb.StartPlugin(spec)
 	require.NoError(t, err)
 	require.NoError(t, n.plugin.WaitReady(n.ctx))
 

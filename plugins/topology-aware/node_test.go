@@ -23,9 +23,10 @@ import (
 )
 
 // TestRealNode is the whole flow on a real node (issue 3's acceptance): the
-// plugin binary as an external plugin of the real runtime, pods from a real
-// kubelet, and every cpuset read inside the containers. One sandbox per
-// runtime carries all the steps, in order:
+// plugin binary as an external plugin of the real runtime, and as a
+// pre-registered one that containerd launches itself (sandbox.Variants),
+// pods from a real kubelet, and every cpuset read inside the containers. One
+// sandbox per variant carries all the steps, in order:
 //
 //  1. Shared pool: a BestEffort pod runs on the whole shared pool, a
 //     kube-system pod on the reserved CPU; as the plugin published them.
@@ -35,16 +36,16 @@ import (
 //     never has it.
 //  3. Restarts: SIGKILL and restart of the plugin, then SIGKILL and restart of
 //     the runtime: no cpuset moves in any container, the plugin synchronizes
-//     again and places a new container right.
+//     again and places a new container right. An external plugin survives
+//     the runtime's restart and keeps its state in memory; one the runtime
+//     launched is launched again and restores from its checkpoint.
 //  4. Release: removing the Guaranteed pod gives its CPU back to the running
 //     shared containers.
 //
 // CRI-O cannot run Guaranteed pods on these hosts (sandbox.CRIOGuaranteedSkip):
 // there, steps 2 and 4 skip with that reason.
 func TestRealNode(t *testing.T) {
-	for _, rt := range sandbox.RuntimeNames() {
-		t.Run(rt, func(t *testing.T) { testRealNode(t, rt) })
-	}
+	sandbox.RunVariants(t, sandbox.Variants(), testRealNode)
 }
 
 // nodeConfig reserves the machine's first CPU without taking it out of the
@@ -53,8 +54,9 @@ func TestRealNode(t *testing.T) {
 const nodeConfig = `reserved-cpus: "%d"
 `
 
-func testRealNode(t *testing.T, rt string) {
-	sandbox.RequirePrereqs(t, rt)
+func testRealNode(t *testing.T, v sandbox.Variant) {
+	sandbox.RequirePrereqs(t, v.Runtime)
+	byRuntime := v.Launch == sandbox.LaunchByRuntime
 	topo, err := sysfs.Discover(sysfs.DefaultRoot)
 	require.NoError(t, err, "discovering this machine's topology")
 	available := topo.CPUs().Difference(topo.Isolated())
@@ -65,17 +67,28 @@ func testRealNode(t *testing.T, rt string) {
 		}
 		t.Skip(msg)
 	}
+	n := &realNode{sb: sandbox.NewForTest(t, v.Options()), ctx: sandbox.TestContext(t), pods: map[string]string{}}
+	// Looked at under the sandbox's host lock: no other sandbox's plugin
+	// writes there meanwhile.
 	hostStateDir := filepath.Join(state.DefaultDir, "topology-aware")
 	_, err = os.Stat(hostStateDir)
 	hostStateDirExisted := err == nil
-
-	n := &realNode{sb: sandbox.NewForTest(t, sandbox.Options{Runtime: rt}), ctx: sandbox.TestContext(t), pods: map[string]string{}}
 	reserved := cpuset.New(available.Min())
 	n.spec = sandbox.PluginSpec{
 		Binary: harness.BuildPlugin(t, pluginPkg), Name: "topology-aware", Idx: "30",
 		Config: fmt.Appendf(nil, nodeConfig, available.Min()),
-		Args:   []string{"--state-dir", sandbox.PluginDir + "/state"},
 	}
+	// The runtime launches its plugins without flags (and the state dir is
+	// no configuration key): that plugin checkpoints into the default state
+	// dir, which must then be free; an external one into the run dir.
+	stateDir := hostStateDir
+	if byRuntime {
+		require.False(t, hostStateDirExisted, "the plugin the runtime launches checkpoints into %s, which exists already: remove it", hostStateDir)
+	} else {
+		n.spec.Args = []string{"--state-dir", sandbox.PluginDir + "/state"}
+		stateDir = filepath.Join(n.sb.PluginDir(n.spec), "state")
+	}
+	checkpoint := filepath.Join(stateDir, "checkpoint.json")
 	n.startPlugin(t)
 
 	// 1. The shared pool and the reserved CPU.
@@ -134,8 +147,7 @@ func testRealNode(t *testing.T, rt string) {
 		n.requireResynchronized(t, killed)
 		restored := n.lastRestore(t)
 		t.Logf("plugin killed to resynchronized: %s; restore: %v", time.Since(killed).Round(time.Millisecond), restored)
-		assert.Equal(t, "checkpoint "+filepath.Join(n.sb.PluginDir(n.spec), "state", "checkpoint.json"), restored["source"],
-			"where the restarted plugin found its state")
+		assert.Equal(t, "checkpoint "+checkpoint, restored["source"], "where the restarted plugin found its state")
 		assert.Equal(t, fmt.Sprint(len(before)), restored["kept"], "containers kept from the checkpoint")
 		assert.Equal(t, noChange, pickFields(restored, "adopted", "replaced", "dropped", "updates"), "the restore after the plugin's restart")
 		assert.Equal(t, before, n.snapshot(t), "cpusets after the plugin's restart")
@@ -146,10 +158,15 @@ func testRealNode(t *testing.T, rt string) {
 		killed := time.Now()
 		require.NoError(t, n.sb.RestartRuntime(n.ctx))
 		n.requireResynchronized(t, killed)
-		assert.Equal(t, pid, n.plugin.PID(), "the plugin survives the runtime's restart")
 		restored := n.lastRestore(t)
 		t.Logf("runtime killed to plugin resynchronized: %s; restore: %v", time.Since(killed).Round(time.Millisecond), restored)
-		assert.Equal(t, "memory", restored["source"], "the plugin kept its state in memory")
+		if byRuntime {
+			assert.NotEqual(t, pid, n.plugin.PID(), "the runtime launched the plugin again")
+			assert.Equal(t, "checkpoint "+checkpoint, restored["source"], "the relaunched plugin restored from its checkpoint")
+		} else {
+			assert.Equal(t, pid, n.plugin.PID(), "the plugin survives the runtime's restart")
+			assert.Equal(t, "memory", restored["source"], "the plugin kept its state in memory")
+		}
 		assert.Equal(t, fmt.Sprint(len(before)), restored["kept"], "containers kept")
 		assert.Equal(t, noChange, pickFields(restored, "adopted", "replaced", "dropped", "updates"), "the restore after the runtime's restart")
 		assert.Equal(t, before, n.snapshot(t), "cpusets after the runtime's restart")
@@ -180,9 +197,8 @@ func testRealNode(t *testing.T, rt string) {
 		assert.False(t, found, "the removed container's placement record is withdrawn")
 	})
 
-	assert.FileExists(t, filepath.Join(n.sb.PluginDir(n.spec), "state", "checkpoint.json"),
-		"the plugin checkpoints into its --state-dir in the run dir")
-	if !hostStateDirExisted {
+	assert.FileExists(t, checkpoint, "the plugin checkpoints into its state dir")
+	if !byRuntime && !hostStateDirExisted {
 		assert.NoDirExists(t, hostStateDir, "the plugin must not use the host's state dir")
 	}
 }
