@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -18,6 +19,9 @@ type statusPublisher struct {
 	records *state.Records[state.PluginStatus]
 	base    state.PluginStatus
 	log     *logrus.Entry
+
+	mu   sync.Mutex
+	last time.Time // Updated of the record this process last published
 }
 
 // newStatusPublisher publishes under dir; an empty dir disables publishing (nil).
@@ -45,15 +49,27 @@ func (p *statusPublisher) publish(s statusSnapshot) {
 	}
 	rec := p.base
 	rec.Connected, rec.Ready, rec.LastSynchronize, rec.Updated = s.Connected, s.Ready, s.LastSync, time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err := p.records.Publish(rec.Key(), rec); err != nil {
 		p.log.WithError(err).Warn("could not publish the plugin's status to the shared state")
+		return
 	}
+	p.last = rec.Updated
 }
 
-// remove withdraws the record at a clean stop; a record left by a killed plugin stays
-// with its last Updated time.
+// remove withdraws the record at a clean stop, unless it is no longer this process's:
+// the plugin's next process (launched again by a restarted runtime, or a DaemonSet's
+// next pod) may have published already, and its record is the live one. A record left
+// by a killed plugin stays with its last Updated time.
 func (p *statusPublisher) remove() {
 	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rec, found, err := p.records.Read(p.base.Key())
+	if err == nil && (!found || rec.PID != p.base.PID || !rec.Updated.Equal(p.last)) {
 		return
 	}
 	if err := p.records.Remove(p.base.Key()); err != nil {
