@@ -207,7 +207,8 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, p.reject(id, err)
 	}
 	p.granted(id, "resized container", pl, len(others))
-	return append(p.updatesLocked(others, ctr.GetId()), containerUpdates([]policy.Placement{pl})...), nil
+	// The resize itself applies, or fails the request.
+	return append(p.updatesLocked(others, ctr.GetId()), containerUpdates([]policy.Placement{pl}, mustApply)...), nil
 }
 
 // StopContainer releases the container's CPUs and memory; the shared
@@ -251,7 +252,7 @@ func (p *Plugin) currentUpdates(ids []string) []*api.ContainerUpdate {
 			pls = append(pls, pl)
 		}
 	}
-	return containerUpdates(pls)
+	return containerUpdates(pls, mustApply)
 }
 
 // RemoveContainer releases the container if StopContainer did not (a
@@ -376,7 +377,7 @@ func (p *Plugin) updatesLocked(changed []policy.Placement, exclude string) []*ap
 			p.log.WithField("container_id", pl.ContainerID).WithFields(placementFields(pl)).Debug("updating container")
 		}
 	}
-	return containerUpdates(changed)
+	return containerUpdates(changed, mayFail)
 }
 
 // withPendingLocked adds the pending containers to changed, with their
@@ -396,11 +397,23 @@ func (p *Plugin) withPendingLocked(changed []policy.Placement) []policy.Placemen
 	return out
 }
 
+// Whether the runtime may fail an update without failing the call it came
+// with (NRI's IgnoreFailure). Updates of other containers in a handler's
+// answer, and a Synchronize's, may: a container can exit between the answer
+// and the runtime applying it, and that must not fail another container's
+// creation or the Synchronize (CRI-O then drops the plugin, which
+// reconnects into the same failure). A resize's own update, and the
+// reapplier's, which counts what the runtime did not apply, must apply.
+const (
+	mustApply = false
+	mayFail   = true
+)
+
 // containerUpdates sets running containers' cpusets to their placements.
 // An exclusive grant updates every shared container, hundreds on a busy
 // node, all to the same pool: the updates are allocated together and each
 // distinct cpuset is formatted once.
-func containerUpdates(pls []policy.Placement) []*api.ContainerUpdate {
+func containerUpdates(pls []policy.Placement, ignoreFailure bool) []*api.ContainerUpdate {
 	if len(pls) == 0 {
 		return nil
 	}
@@ -420,6 +433,7 @@ func containerUpdates(pls []policy.Placement) []*api.ContainerUpdate {
 		linux[i].Resources = &resources[i]
 		blocks[i].ContainerId = pl.ContainerID
 		blocks[i].Linux = &linux[i]
+		blocks[i].IgnoreFailure = ignoreFailure
 		updates[i] = &blocks[i]
 	}
 	return updates

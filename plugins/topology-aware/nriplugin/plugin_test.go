@@ -2,6 +2,7 @@ package nriplugin
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -192,4 +193,57 @@ func (p *Plugin) Check() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pol.Check()
+}
+
+func TestSynchronizeLeavesStoppedContainersOut(t *testing.T) {
+	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
+	require.NoError(t, err)
+	initCtr, err := v.create(t, p.Plugin, "burstable.yaml", "web")
+	require.NoError(t, err)
+	// An init container that ran to completion, as CRI-O reports it: the
+	// plugin saw no StopContainer (it was away), and its cpuset is stale.
+	v.ctrs[initCtr].State = api.ContainerState_CONTAINER_STOPPED
+	v.setCPUs(initCtr, "0", "")
+
+	fresh := newTestPlugin(t, "smt-2s-12c-interleaved", nil) // no checkpoint: adopts
+	pods, ctrs := v.list()
+	updates, err := fresh.Synchronize(context.Background(), pods, ctrs)
+	require.NoError(t, err)
+	for _, u := range updates {
+		assert.NotEqual(t, initCtr, u.GetContainerId(), "no update of a stopped container: the runtime cannot apply it")
+		assert.True(t, u.GetIgnoreFailure(), "a Synchronize's update may fail without failing the Synchronize")
+	}
+	_, placed := fresh.pol.Placement(initCtr)
+	assert.False(t, placed, "a stopped container holds no CPUs")
+	_, placed = fresh.pol.Placement(idle)
+	assert.True(t, placed, "the running container is adopted")
+}
+
+func TestOnlyUpdatesOfOtherContainersMayFail(t *testing.T) {
+	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
+	require.NoError(t, err)
+
+	pod, ctr := nriPod(t, "guaranteed-2cpu.yaml", "app")
+	_, updates, err := p.CreateContainer(context.Background(), pod, ctr)
+	require.NoError(t, err)
+	require.Len(t, updates, 1, "the exclusive grant shrinks the shared container")
+	assert.Equal(t, idle, updates[0].GetContainerId())
+	assert.True(t, updates[0].GetIgnoreFailure(), "another container's update may fail without failing this creation")
+
+	res := &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(4096), Quota: api.Int64(400000), Period: api.UInt64(100000)},
+		Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)}}
+	updates, err = p.UpdateContainer(context.Background(), pod, ctr, res)
+	require.NoError(t, err)
+	for _, u := range updates {
+		assert.Equal(t, u.GetContainerId() != ctr.GetId(), u.GetIgnoreFailure(),
+			"update of %s: only the resized container's own update must apply", u.GetContainerId())
+	}
+	assert.True(t, slices.ContainsFunc(updates, func(u *api.ContainerUpdate) bool { return u.GetContainerId() == ctr.GetId() }),
+		"the resize updates the container itself")
 }

@@ -56,7 +56,7 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 	p.persist.Changed()
 	p.logRestore(report, saved, running, source)
 
-	return containerUpdates(report.Updates), nil
+	return containerUpdates(report.Updates, mayFail), nil
 }
 
 // savedStateLocked returns the state to restore and where it came from: the
@@ -84,6 +84,9 @@ func (p *Plugin) savedStateLocked() (policy.Snapshot, string) {
 // running describes the containers the runtime reports with their actual
 // cpusets. A container whose request cannot be fully built (its annotation
 // became invalid, say) is still accounted, with defaults for the bad parts.
+// Stopped containers are left out: they hold nothing (StopContainer
+// releases), and CRI-O, unlike containerd, reports them, then fails the
+// whole Synchronize if an update of one cannot be applied.
 func (p *Plugin) running(pods []*api.PodSandbox, ctrs []*api.Container) []policy.Running {
 	podByID := make(map[string]*api.PodSandbox, len(pods))
 	for _, pod := range pods {
@@ -91,6 +94,9 @@ func (p *Plugin) running(pods []*api.PodSandbox, ctrs []*api.Container) []policy
 	}
 	out := make([]policy.Running, 0, len(ctrs))
 	for _, ctr := range ctrs {
+		if ctr.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
 		req, id, err := p.requests.Build(podByID[ctr.GetPodSandboxId()], ctr, nil)
 		log := p.log.WithFields(id.Fields())
 		if err != nil {
