@@ -9,6 +9,8 @@ require (
 	github.com/fsnotify/fsnotify v1.7.0
 	github.com/moby/profiles/seccomp v0.3.0
 	github.com/moby/sys/capability v0.4.0
+	github.com/opencontainers/go-digest v1.0.0
+	github.com/opencontainers/image-spec v1.1.1
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/opencontainers/runtime-tools v0.9.1-0.20251114084447-edf4cb3d2116
 	github.com/prometheus/client_golang v1.25.0

@@ -4,14 +4,19 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
+	_ "crypto/sha256" // go-digest's sha256 digests need the hash registered
 	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/opencontainers/go-digest"
+	specsgo "github.com/opencontainers/image-spec/specs-go"
+	specs "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // buildOptions say where the binaries are and how the images are named.
@@ -25,42 +30,30 @@ type buildOptions struct {
 // binDir is where the binaries go in the image.
 const binDir = "usr/local/bin"
 
-// Media types of the OCI image spec.
-const (
-	mediaIndex    = "application/vnd.oci.image.index.v1+json"
-	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
-	mediaConfig   = "application/vnd.oci.image.config.v1+json"
-	mediaLayer    = "application/vnd.oci.image.layer.v1.tar+gzip"
-)
-
 // epoch is every file's and the image's time: reproducible, not a build date.
 var epoch = time.Unix(0, 0).UTC()
-
-// descriptor is an OCI content descriptor.
-type descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int               `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
 
 // blob is content addressed by its digest.
 type blob struct {
 	data   []byte
-	digest string
+	digest digest.Digest
 }
 
-func newBlob(data []byte) blob {
-	return blob{data: data, digest: fmt.Sprintf("sha256:%x", sha256.Sum256(data))}
+func newBlob(data []byte) blob { return blob{data: data, digest: digest.FromBytes(data)} }
+
+func (b blob) descriptor(mediaType string) specs.Descriptor {
+	return specs.Descriptor{MediaType: mediaType, Digest: b.digest, Size: int64(len(b.data))}
 }
 
-func (b blob) descriptor(mediaType string) descriptor {
-	return descriptor{MediaType: mediaType, Digest: b.digest, Size: len(b.data)}
+// jsonBlob is v encoded as a blob.
+func jsonBlob(v any) (blob, error) {
+	data, err := json.Marshal(v)
+	return newBlob(data), err
 }
 
-// writeImage writes the OCI archive of one plugin's image to path and
-// returns its reference and manifest digest.
-func writeImage(path, plugin string, files []string, opts buildOptions) (ref, digest string, err error) {
+// writeImage writes the OCI archive of one plugin's image to archivePath
+// and returns its reference and manifest digest.
+func writeImage(archivePath, plugin string, files []string, opts buildOptions) (ref, manifestDigest string, err error) {
 	layer, err := layerTar(opts.BinDir, files)
 	if err != nil {
 		return "", "", fmt.Errorf("image nri-%s: %w", plugin, err)
@@ -71,58 +64,62 @@ func writeImage(path, plugin string, files []string, opts buildOptions) (ref, di
 	}
 	layerBlob := newBlob(compressed)
 	ref = fmt.Sprintf("%s/nri-%s:%s", opts.Registry, plugin, opts.Tag)
-	config, err := json.Marshal(map[string]any{
-		"created":      epoch.Format(time.RFC3339),
-		"architecture": opts.Arch,
-		"os":           "linux",
-		"config": map[string]any{
-			"Entrypoint": []string{"/" + binDir + "/" + files[0]},
+	created := epoch
+	configBlob, err := jsonBlob(specs.Image{
+		Created:  &created,
+		Platform: specs.Platform{Architecture: opts.Arch, OS: "linux"},
+		Config: specs.ImageConfig{
+			Entrypoint: []string{"/" + binDir + "/" + files[0]},
 			// The NRI socket is root's and writable by root only: every
 			// plugin connects to it, so none can run as another user.
-			"User":       "0:0",
-			"WorkingDir": "/",
-			"Labels": map[string]string{
-				"org.opencontainers.image.title":   "nri-" + plugin,
-				"org.opencontainers.image.version": opts.Tag,
+			User:       "0:0",
+			WorkingDir: "/",
+			Labels: map[string]string{
+				specs.AnnotationTitle:   "nri-" + plugin,
+				specs.AnnotationVersion: opts.Tag,
 			},
 		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{newBlob(layer).digest}},
+		RootFS: specs.RootFS{Type: "layers", DiffIDs: []digest.Digest{digest.FromBytes(layer)}},
 	})
 	if err != nil {
 		return "", "", fmt.Errorf("image nri-%s: encoding config: %w", plugin, err)
 	}
-	configBlob := newBlob(config)
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     mediaManifest,
-		"config":        configBlob.descriptor(mediaConfig),
-		"layers":        []descriptor{layerBlob.descriptor(mediaLayer)},
+	manifestBlob, err := jsonBlob(specs.Manifest{
+		Versioned: specsgo.Versioned{SchemaVersion: 2},
+		MediaType: specs.MediaTypeImageManifest,
+		Config:    configBlob.descriptor(specs.MediaTypeImageConfig),
+		Layers:    []specs.Descriptor{layerBlob.descriptor(specs.MediaTypeImageLayerGzip)},
 	})
 	if err != nil {
 		return "", "", fmt.Errorf("image nri-%s: encoding manifest: %w", plugin, err)
 	}
-	manifestBlob := newBlob(manifest)
-	m := manifestBlob.descriptor(mediaManifest)
-	m.Annotations = map[string]string{"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": opts.Tag}
-	index, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaIndex, "manifests": []descriptor{m}})
+	m := manifestBlob.descriptor(specs.MediaTypeImageManifest)
+	// The first is the name `ctr images import` gives the image.
+	m.Annotations = map[string]string{"io.containerd.image.name": ref, specs.AnnotationRefName: opts.Tag}
+	index, err := json.Marshal(specs.Index{
+		Versioned: specsgo.Versioned{SchemaVersion: 2},
+		MediaType: specs.MediaTypeImageIndex,
+		Manifests: []specs.Descriptor{m},
+	})
 	if err != nil {
 		return "", "", fmt.Errorf("image nri-%s: encoding index: %w", plugin, err)
 	}
-	entries := map[string][]byte{
-		"oci-layout": []byte(`{"imageLayoutVersion":"1.0.0"}`),
-		"index.json": index,
+	layout, err := json.Marshal(specs.ImageLayout{Version: specs.ImageLayoutVersion})
+	if err != nil {
+		return "", "", fmt.Errorf("image nri-%s: encoding oci-layout: %w", plugin, err)
 	}
+	entries := map[string][]byte{specs.ImageLayoutFile: layout, specs.ImageIndexFile: index}
 	for _, b := range []blob{layerBlob, configBlob, manifestBlob} {
-		entries["blobs/sha256/"+b.digest[len("sha256:"):]] = b.data
+		entries[path.Join(specs.ImageBlobsDir, b.digest.Algorithm().String(), b.digest.Encoded())] = b.data
 	}
 	archive, err := tarOf(entries)
 	if err != nil {
 		return "", "", fmt.Errorf("image nri-%s: %w", plugin, err)
 	}
-	if err := writeFileAtomic(path, archive); err != nil {
+	if err := writeFileAtomic(archivePath, archive); err != nil {
 		return "", "", fmt.Errorf("image nri-%s: %w", plugin, err)
 	}
-	return ref, manifestBlob.digest, nil
+	return ref, manifestBlob.digest.String(), nil
 }
 
 // layerTar is the image's filesystem: the directories to binDir and the

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	specs "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -73,44 +74,39 @@ func TestWriteImageIsReproducibleAndValid(t *testing.T) {
 	// under its digest.
 	files := readTar(t, a)
 	assert.JSONEq(t, `{"imageLayoutVersion":"1.0.0"}`, string(files["oci-layout"]))
-	blobOf := func(d descriptor) []byte {
-		data, ok := files["blobs/sha256/"+d.Digest[len("sha256:"):]]
+	blobOf := func(d specs.Descriptor) []byte {
+		data, ok := files["blobs/sha256/"+d.Digest.Encoded()]
 		require.True(t, ok, "blob %s", d.Digest)
-		assert.Equal(t, d.Digest, fmt.Sprintf("sha256:%x", sha256.Sum256(data)))
-		assert.Equal(t, d.Size, len(data))
+		assert.Equal(t, d.Digest.String(), fmt.Sprintf("sha256:%x", sha256.Sum256(data)))
+		assert.Equal(t, d.Size, int64(len(data)))
 		return data
 	}
-	var index struct{ Manifests []descriptor }
+	var index specs.Index
 	require.NoError(t, json.Unmarshal(files["index.json"], &index))
+	assert.Equal(t, specs.MediaTypeImageIndex, index.MediaType)
 	require.Len(t, index.Manifests, 1)
-	assert.Equal(t, digest, index.Manifests[0].Digest)
+	assert.Equal(t, digest, index.Manifests[0].Digest.String())
 	assert.Equal(t, ref, index.Manifests[0].Annotations["io.containerd.image.name"])
-	var manifest struct {
-		Config descriptor
-		Layers []descriptor
-	}
+	var manifest specs.Manifest
 	require.NoError(t, json.Unmarshal(blobOf(index.Manifests[0]), &manifest))
+	assert.Equal(t, 2, manifest.SchemaVersion)
+	assert.Equal(t, specs.MediaTypeImageConfig, manifest.Config.MediaType)
 	require.Len(t, manifest.Layers, 1)
-	assert.Equal(t, mediaLayer, manifest.Layers[0].MediaType)
-	var config struct {
-		Architecture string
-		Config       struct {
-			Entrypoint []string
-			User       string
-		}
-		RootFS struct {
-			DiffIDs []string `json:"diff_ids"`
-		}
-	}
+	assert.Equal(t, specs.MediaTypeImageLayerGzip, manifest.Layers[0].MediaType)
+	var config specs.Image
 	require.NoError(t, json.Unmarshal(blobOf(manifest.Config), &config))
 	assert.Equal(t, "amd64", config.Architecture)
+	assert.Equal(t, "linux", config.OS)
+	assert.True(t, config.Created.Equal(epoch), "created at the epoch, not at build time")
 	assert.Equal(t, []string{"/usr/local/bin/nri-sidecar-order"}, config.Config.Entrypoint)
+	assert.Equal(t, "0:0", config.Config.User)
 
 	zr, err := gzip.NewReader(bytes.NewReader(blobOf(manifest.Layers[0])))
 	require.NoError(t, err)
 	layer, err := io.ReadAll(zr)
 	require.NoError(t, err)
-	assert.Equal(t, []string{fmt.Sprintf("sha256:%x", sha256.Sum256(layer))}, config.RootFS.DiffIDs, "diff id of the uncompressed layer")
+	require.Len(t, config.RootFS.DiffIDs, 1)
+	assert.Equal(t, fmt.Sprintf("sha256:%x", sha256.Sum256(layer)), config.RootFS.DiffIDs[0].String(), "diff id of the uncompressed layer")
 	assert.Equal(t, map[string][]byte{
 		"usr/local/bin/nri-sidecar-order":  []byte("ELF nri-sidecar-order"),
 		"usr/local/bin/nri-sidecar-helper": []byte("ELF nri-sidecar-helper"),

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	specs "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // The images tools/install.sh builds; pods in tests and demos use BusyboxImage.
@@ -84,7 +86,7 @@ func ArchiveImage(path string) (Image, error) {
 		if err != nil {
 			return Image{}, fmt.Errorf("reading image archive %s: %w", path, err)
 		}
-		if filepath.Clean(hdr.Name) == "index.json" {
+		if filepath.Clean(hdr.Name) == specs.ImageIndexFile {
 			return indexImage(path, tr)
 		}
 	}
@@ -93,11 +95,7 @@ func ArchiveImage(path string) (Image, error) {
 // indexImage returns the image named by the single manifest of an OCI
 // index read from r, the index.json of the archive at path.
 func indexImage(path string, r io.Reader) (Image, error) {
-	var index struct {
-		Manifests []struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"manifests"`
-	}
+	var index specs.Index
 	if err := json.NewDecoder(r).Decode(&index); err != nil {
 		return Image{}, fmt.Errorf("image archive %s: decoding index.json: %w", path, err)
 	}
