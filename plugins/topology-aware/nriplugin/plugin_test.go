@@ -102,6 +102,18 @@ func synchronize(t testing.TB, p *Plugin, v *runtimeView) {
 	v.apply(t, updates)
 }
 
+// withIdleContainer is a synchronized plugin on the 12-CPU fixture and its
+// runtime, running one BestEffort container on the whole shared pool.
+func withIdleContainer(t *testing.T) (*testPlugin, *runtimeView, string) {
+	t.Helper()
+	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
+	require.NoError(t, err)
+	return p, v, idle
+}
+
 func TestRequestsBeforeSynchronizeFail(t *testing.T) {
 	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
 	pod, ctr := nriPod(t, "besteffort.yaml", "idle")
@@ -114,11 +126,7 @@ func TestRequestsBeforeSynchronizeFail(t *testing.T) {
 }
 
 func TestRemoveWithoutStopUpdatesSharedContainersNextTime(t *testing.T) {
-	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
-	v := newRuntimeView()
-	synchronize(t, p.Plugin, v)
-	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
-	require.NoError(t, err)
+	p, v, idle := withIdleContainer(t)
 	all := v.cpus(t, idle)
 	app, err := v.create(t, p.Plugin, "guaranteed-2cpu.yaml", "app")
 	require.NoError(t, err)
@@ -134,11 +142,7 @@ func TestRemoveWithoutStopUpdatesSharedContainersNextTime(t *testing.T) {
 }
 
 func TestStopReleasesAndRemoveIsIdempotent(t *testing.T) {
-	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
-	v := newRuntimeView()
-	synchronize(t, p.Plugin, v)
-	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
-	require.NoError(t, err)
+	p, v, idle := withIdleContainer(t)
 	all := v.cpus(t, idle)
 	app, err := v.create(t, p.Plugin, "guaranteed-4cpu.yaml", "app")
 	require.NoError(t, err)
@@ -196,11 +200,7 @@ func (p *Plugin) Check() error {
 }
 
 func TestSynchronizeLeavesStoppedContainersOut(t *testing.T) {
-	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
-	v := newRuntimeView()
-	synchronize(t, p.Plugin, v)
-	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
-	require.NoError(t, err)
+	p, v, idle := withIdleContainer(t)
 	initCtr, err := v.create(t, p.Plugin, "burstable.yaml", "web")
 	require.NoError(t, err)
 	// An init container that ran to completion, as CRI-O reports it: the
@@ -223,11 +223,7 @@ func TestSynchronizeLeavesStoppedContainersOut(t *testing.T) {
 }
 
 func TestOnlyUpdatesOfOtherContainersMayFail(t *testing.T) {
-	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
-	v := newRuntimeView()
-	synchronize(t, p.Plugin, v)
-	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
-	require.NoError(t, err)
+	p, _, idle := withIdleContainer(t)
 
 	pod, ctr := nriPod(t, "guaranteed-2cpu.yaml", "app")
 	_, updates, err := p.CreateContainer(context.Background(), pod, ctr)

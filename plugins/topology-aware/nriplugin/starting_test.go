@@ -125,11 +125,7 @@ func TestPostStartReappliesPlacementAfterSharedPoolChanged(t *testing.T) {
 }
 
 func TestCurrentUpdatesLeaveOutRemovedContainers(t *testing.T) {
-	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
-	v := newRuntimeView()
-	synchronize(t, p.Plugin, v)
-	idle, err := v.create(t, p.Plugin, "besteffort.yaml", "idle")
-	require.NoError(t, err)
+	p, v, idle := withIdleContainer(t)
 	web, err := v.create(t, p.Plugin, "burstable.yaml", "web")
 	require.NoError(t, err)
 	v.remove(t, p.Plugin, web, true)
