@@ -112,7 +112,7 @@ func writeImage(archivePath, plugin string, files []string, opts buildOptions) (
 	for _, b := range []blob{layerBlob, configBlob, manifestBlob} {
 		entries[path.Join(specs.ImageBlobsDir, b.digest.Algorithm().String(), b.digest.Encoded())] = b.data
 	}
-	archive, err := tarOf(entries)
+	archive, err := tarOf(entries, 0o644)
 	if err != nil {
 		return "", "", fmt.Errorf("image nri-%s: %w", plugin, err)
 	}
@@ -125,38 +125,24 @@ func writeImage(archivePath, plugin string, files []string, opts buildOptions) (
 // layerTar is the image's filesystem: the directories to binDir and the
 // binaries in it, executable by everybody, owned by root.
 func layerTar(dir string, files []string) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"usr/", "usr/local/", binDir + "/"} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
-			return nil, err
-		}
-	}
-	for _, name := range slices.Sorted(slices.Values(files)) {
+	entries := make(map[string][]byte, len(files))
+	for _, name := range files {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, fmt.Errorf("reading binary: %w", err)
 		}
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: binDir + "/" + name, Mode: 0o755, Size: int64(len(data)), ModTime: epoch, Format: tar.FormatPAX}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(data); err != nil {
-			return nil, err
-		}
+		entries[binDir+"/"+name] = data
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return tarOf(entries, 0o755)
 }
 
 // tarOf archives files (path -> content) in path order, as regular files
-// of mode 0644 after their directories, of mode 0755.
-func tarOf(files map[string][]byte) ([]byte, error) {
+// of mode fileMode after their directories, of mode 0755, all owned by root
+// and dated at the epoch.
+func tarOf(files map[string][]byte, fileMode int64) ([]byte, error) {
 	dirs := map[string]bool{}
 	for name := range files {
-		for d := filepath.Dir(name); d != "."; d = filepath.Dir(d) {
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
 			dirs[d] = true
 		}
 	}
@@ -169,7 +155,7 @@ func tarOf(files map[string][]byte) ([]byte, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		data := files[name]
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: fileMode, Size: int64(len(data)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write(data); err != nil {
