@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -180,23 +179,12 @@ func (k *kubelet) healthy(ctx context.Context) error {
 	return httpOK(ctx, "http://127.0.0.1:"+strconv.Itoa(k.healthzPort)+"/healthz")
 }
 
-// httpOK returns nil when a GET of url answers 200.
+// httpOK returns nil when a GET of url answers 200 within 2 s.
 func httpOK(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return fmt.Errorf("building request for %s: %w", url, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("asking %s: %w", url, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s", url, resp.Status)
-	}
-	return nil
+	_, err := HTTPGet(ctx, url)
+	return err
 }
 
 // stop stops the kubelet; its pods keep running until the sandbox removes

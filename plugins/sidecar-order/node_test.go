@@ -2,11 +2,8 @@ package main_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -317,16 +314,12 @@ func (n *realNode) waitPhase(t *testing.T, name string, phase corev1.PodPhase) {
 // phase asks the kubelet (its /pods, which carries the status of static
 // pods when there is no API server) for the phase of a pod.
 func (n *realNode) phase(name string) (corev1.PodPhase, error) {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		// The kubelet's self-signed certificate, on loopback.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test kubelet
-	resp, err := client.Get("https://" + n.sb.KubeletAddr() + "/pods")
+	body, err := n.sb.KubeletGet(n.ctx, "/pods")
 	if err != nil {
 		return "", fmt.Errorf("asking the kubelet for its pods: %w", err)
 	}
-	defer resp.Body.Close()
 	var list corev1.PodList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+	if err := json.Unmarshal(body, &list); err != nil {
 		return "", fmt.Errorf("decoding the kubelet's pods: %w", err)
 	}
 	for _, p := range list.Items {
@@ -402,12 +395,7 @@ func (n *realNode) processArgs(t *testing.T, id string) []string {
 func (n *realNode) eventuallyMetric(t *testing.T, metric string, min float64) {
 	t.Helper()
 	poll(t, fmt.Sprintf("%s >= %v", metric, min), func() error {
-		resp, err := http.Get("http://" + n.plugin.HTTPAddr() + "/metrics")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
+		body, err := sandbox.HTTPGet(n.ctx, "http://"+n.plugin.HTTPAddr()+"/metrics")
 		if err != nil {
 			return err
 		}

@@ -2,11 +2,8 @@ package main_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -194,30 +191,17 @@ func (n *realNode) body(t *testing.T, path string) []byte {
 	t.Helper()
 	addr := n.plugin.LoggedAddr(statsListening)
 	require.NotEmpty(t, addr, "the plugin logs its stats address")
-	return get(t, http.DefaultClient, "http://"+addr+path)
+	body, err := sandbox.HTTPGet(n.ctx, "http://"+addr+path)
+	require.NoError(t, err)
+	return body
 }
 
 // kubelet scrapes the kubelet's HTTPS port (self-signed, loopback only).
 func (n *realNode) kubelet(t *testing.T, path string) map[string]*dto.MetricFamily {
 	t.Helper()
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	return scrape(t, client, "https://"+n.sb.KubeletAddr()+path)
-}
-
-func scrape(t *testing.T, client *http.Client, url string) map[string]*dto.MetricFamily {
-	t.Helper()
-	return parseText(t, get(t, client, url), url)
-}
-
-func get(t *testing.T, client *http.Client, url string) []byte {
-	t.Helper()
-	resp, err := client.Get(url)
+	body, err := n.sb.KubeletGet(n.ctx, path)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", url, body)
-	return body
+	return parseText(t, body, path)
 }
 
 func parseText(t *testing.T, body []byte, what string) map[string]*dto.MetricFamily {

@@ -3,11 +3,9 @@ package deploy_test
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -308,19 +306,8 @@ func TestMovePath(t *testing.T) {
 // readiness probe of every plugin's container (its /metrics/probes: a
 // standalone kubelet reports pod status nowhere else).
 func waitProbes(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, daemonSets map[string]*appsv1.DaemonSet) {
-	// The kubelet serves a self-signed certificate on loopback.
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	err := sandbox.PollUntil(ctx, 90*time.Second, 100*time.Millisecond, func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+sb.KubeletAddr()+"/metrics/probes", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
+		body, err := sb.KubeletGet(ctx, "/metrics/probes")
 		if err != nil {
 			return err
 		}

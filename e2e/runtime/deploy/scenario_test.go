@@ -3,8 +3,6 @@ package deploy_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -197,21 +195,6 @@ func poll(ctx context.Context, check func() error) error {
 
 // get returns the body of a 200 answer.
 func get(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("asking %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s answered %s", url, resp.Status)
-	}
-	return string(body), nil
+	body, err := sandbox.HTTPGet(ctx, url)
+	return string(body), err
 }

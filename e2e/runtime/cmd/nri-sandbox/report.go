@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -337,20 +336,12 @@ func usage(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (strin
 	if addr == "" {
 		return "", fmt.Errorf("the stats plugin has not logged its stats address")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/stats/pods", nil)
+	body, err := sandbox.HTTPGet(ctx, "http://"+addr+"/stats/pods")
 	if err != nil {
 		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /stats/pods: %s", resp.Status)
 	}
 	var report statsReport
-	if err := json.NewDecoder(resp.Body).Decode(&report); err != nil {
+	if err := json.Unmarshal(body, &report); err != nil {
 		return "", fmt.Errorf("decoding /stats/pods: %w", err)
 	}
 	for _, pod := range report.Pods {

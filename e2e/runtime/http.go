@@ -1,0 +1,57 @@
+package runtime
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// httpTimeout bounds one request to something the sandbox serves on
+// loopback, so that a hung server fails a poll's attempt, not the test.
+const httpTimeout = 10 * time.Second
+
+// kubeletClient accepts the kubelet's self-signed certificate: the sandbox's
+// kubelet serves HTTPS on loopback only.
+var kubeletClient = &http.Client{Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test kubelet
+
+// HTTPGet returns the body of a 200 answer to a GET of url; any other
+// status is an error that quotes the start of the body.
+func HTTPGet(ctx context.Context, url string) ([]byte, error) {
+	return get(ctx, http.DefaultClient, url)
+}
+
+// KubeletGet is HTTPGet of path (such as "/pods" or "/metrics/probes") on
+// the kubelet's HTTPS port (KubeletAddr).
+func (s *Sandbox) KubeletGet(ctx context.Context, path string) ([]byte, error) {
+	if s.kubelet == nil {
+		return nil, fmt.Errorf("GET %s of the kubelet: the sandbox runs none", path)
+	}
+	return get(ctx, kubeletClient, "https://"+s.KubeletAddr()+path)
+}
+
+func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, httpTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building request for %s: %w", url, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("asking %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s: %s", url, resp.Status, strings.TrimSpace(string(body[:min(len(body), 200)])))
+	}
+	return body, nil
+}
