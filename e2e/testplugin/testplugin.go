@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +24,9 @@ type config struct {
 	SyncReport string `yaml:"syncReport"`
 	// Weaken weakens the containers of chosen pods, to test validators.
 	Weaken weaken `yaml:"weaken"`
+	// Record, if set, is an existing directory where the NRI view of every
+	// container being created is written (record.go).
+	Record string `yaml:"record"`
 }
 
 type testPlugin struct {
@@ -58,6 +63,11 @@ func (p *testPlugin) Configure(data []byte, source string) error {
 	if err := cfg.Weaken.check(source); err != nil {
 		return err
 	}
+	if cfg.Record != "" {
+		if info, err := os.Stat(cfg.Record); err != nil || !info.IsDir() || !filepath.IsAbs(cfg.Record) {
+			return fmt.Errorf("config %s: record: %q: expected the absolute path of an existing directory", source, cfg.Record)
+		}
+	}
 	if cfg.Env == nil {
 		cfg.Env = p.defaultEnv()
 	}
@@ -73,6 +83,11 @@ func (p *testPlugin) Configure(data []byte, source string) error {
 func (p *testPlugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.cfg.Record != "" {
+		if err := recordContainer(p.cfg.Record, pod, ctr); err != nil {
+			return nil, nil, err
+		}
+	}
 	adjust := &api.ContainerAdjustment{}
 	for _, key := range slices.Sorted(maps.Keys(p.cfg.Env)) {
 		adjust.AddEnv(key, p.cfg.Env[key])
