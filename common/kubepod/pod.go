@@ -405,13 +405,18 @@ func containerMounts(p *Pod, c *v1.Container) ([]rspec.Mount, error) {
 		}
 		return rspec.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "rprivate", mode}}
 	}
+	// A privileged container gets sysfs and cgroupfs read-write.
+	sysMode := "ro"
+	if Privileged(c) {
+		sysMode = "rw"
+	}
 	mounts := []rspec.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
-		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", sysMode}},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", sysMode}},
 		bind(filepath.Join(sandboxDir, "hosts"), "/etc/hosts", false),
 		bind(filepath.Join(sandboxDir, "hostname"), "/etc/hostname", false),
 		bind(filepath.Join(sandboxDir, "resolv.conf"), "/etc/resolv.conf", false),
@@ -499,7 +504,18 @@ func containerSpec(p *Pod, ctr *Container, env []string, mounts []rspec.Mount, c
 		},
 	}
 	WithResources(spec, ctr.Resources)
+	// containerd's default device rule denies every device (runc adds the
+	// default ones); a privileged container's allows them all.
+	spec.Linux.Resources.Devices = []rspec.LinuxDeviceCgroup{{Allow: Privileged(c), Access: "rwm"}}
 	return spec
+}
+
+// Privileged reports whether the container asks to be privileged. Like
+// containerd, the harness then leaves its seccomp profile out and opens
+// sysfs, cgroupfs and every device (the host's device nodes, which
+// containerd also adds, are left out).
+func Privileged(c *v1.Container) bool {
+	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
 }
 
 func podRunAs(pod *v1.Pod, uid bool) *int64 {

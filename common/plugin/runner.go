@@ -58,8 +58,10 @@ var ErrNotConnected = errors.New("not connected to the runtime")
 
 // Deps are what the runner hands to a plugin's Factory.
 type Deps struct {
-	// Name is the name the plugin registers with NRI.
-	Name string
+	// Name and Index are what the plugin registers with NRI as ("40" and
+	// "security" for 40-security).
+	Name  string
+	Index string
 	// Log is the runner's logger with the field plugin=<Name>.
 	Log *logrus.Entry
 	// Registry takes the plugin's metrics; they are served on /metrics.
@@ -124,6 +126,7 @@ func New(s Settings, factory Factory) (*Runner, error) {
 
 	r.plugin, err = factory(Deps{
 		Name:             r.settings.Name,
+		Index:            r.settings.Idx,
 		Log:              r.log,
 		Registry:         r.registry,
 		MetricsNamespace: namespace,

@@ -239,10 +239,11 @@ func TestProfileDirectoryWatched(t *testing.T) {
 }
 
 const usernsConfig = `
+runtime-handlers: [kata]
 rules:
   user-namespace: {namespaces: {audited: audit, ignored: "off"}}
 user-namespaces:
-  namespaces: [tenants, audited, ignored]
+  namespaces: [tenants, audited]
   runtime-handlers: [kata]
 `
 
@@ -311,8 +312,8 @@ var validatorRules = []struct{ rule, reason string }{
 	{"seccomp-adjustment", "rule seccomp-adjustment: plugin 50-e2e-test set a seccomp policy that leaves the container unconfined"},
 	{"host-namespaces", "rule host-namespaces: plugin 50-e2e-test took the container into the host's namespaces: network at " + hostNet + " (the host's)"},
 	{"sysctls", "rule sysctls: plugin 50-e2e-test set sysctls outside the safe set and validator.allowed-sysctls: kernel.msgmax=65536"},
-	{"devices", "rule devices: plugin 50-e2e-test added devices outside validator.devices (allowed and plugins.e2e-test): /dev/mem"},
-	{"required-plugins", "rule required-plugins: node is missing plugins that validator.required-plugins requires: topology-aware"},
+	{"devices", "rule devices: plugin 50-e2e-test added devices outside validator.devices (allowed and plugins.50-e2e-test): /dev/mem"},
+	{"required-plugins", "rule required-plugins: node is missing plugins that validator.required-plugins requires: 30-topology-aware"},
 }
 
 // TestValidator runs every validator rule in each mode in one runtime: each
@@ -322,7 +323,7 @@ func TestValidator(t *testing.T) {
 	for _, r := range validatorRules {
 		config += fmt.Sprintf("  %s: {mode: \"off\", namespaces: {%[1]s-enforce: enforce, %[1]s-audit: audit}}\n", r.rule)
 	}
-	config += "validator: {required-plugins: [topology-aware, e2e-test]}\n"
+	config += "validator: {required-plugins: [30-topology-aware, 50-e2e-test]}\n"
 	n := startNode(t, nodeOptions{config: config, testPlugin: weakenAll})
 	runtimeDefault := "securityContext: {seccompProfile: {type: RuntimeDefault}}"
 
@@ -364,10 +365,10 @@ func TestValidatorAllowsWhatPolicyAllows(t *testing.T) {
 	n := startNode(t, nodeOptions{testPlugin: "env: {}\nweaken:\n  hooks: [/bin/true]\n  sysctls: {net.core.somaxconn: \"1024\"}\n" +
 		"  devices: [{path: /dev/fuse, type: c, major: 10, minor: 229}]\n",
 		config: `validator:
-  hook-plugins: [e2e-test]
+  hook-plugins: [50-e2e-test]
   allowed-sysctls: [net.core.*]
-  devices: {plugins: {e2e-test: [/dev/fuse]}}
-  required-plugins: [e2e-test, security]
+  devices: {plugins: {50-e2e-test: [/dev/fuse]}}
+  required-plugins: [50-e2e-test, 40-security]
 seccomp: {complain: {namespaces: [default]}}
 `})
 	spec, err := n.create(t, podYAML("default", "allowed", nil))

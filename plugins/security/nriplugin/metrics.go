@@ -21,6 +21,14 @@ const (
 	outcomeAudited = "audited"
 )
 
+// Reasons, the values of the reason label besides "": what a decision was
+// about when it was not the rule's usual case.
+const (
+	// reasonPodHostNamespaces: host-namespaces judged what the pod itself
+	// asks for, not what a plugin changed.
+	reasonPodHostNamespaces = "pod-host-namespaces"
+)
+
 type metrics struct {
 	decisions *prometheus.CounterVec
 }
@@ -30,8 +38,9 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, namespace string, status func() (loaded, invalid int)) (*metrics, error) {
 	m := &metrics{decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "decisions_total",
-		Help: "Decisions per rule (seccomp, user-namespace, oci-hooks, ...) and outcome (pass, exempt, applied, refused, audited).",
-	}, []string{"rule", "outcome"})}
+		Help: "Decisions per rule (seccomp, user-namespace, oci-hooks, ...), outcome (pass, exempt, applied, refused, audited) " +
+			"and reason (privileged, pod-host-namespaces, or empty).",
+	}, []string{"rule", "outcome", "reason"})}
 	profiles := func(name, help string, pick func(loaded, invalid int) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help},
 			func() float64 { return float64(pick(status())) })
@@ -50,12 +59,12 @@ func newMetrics(reg prometheus.Registerer, namespace string, status func() (load
 	// process is not missing its first decisions.
 	for _, r := range config.Rules {
 		for _, o := range []string{outcomePass, outcomeRefused, outcomeAudited} {
-			m.decisions.WithLabelValues(string(r), o)
+			m.decisions.WithLabelValues(string(r), o, "")
 		}
 	}
 	return m, nil
 }
 
-func (m *metrics) decided(rule config.Rule, outcome string) {
-	m.decisions.WithLabelValues(string(rule), outcome).Inc()
+func (m *metrics) decided(rule config.Rule, outcome, reason string) {
+	m.decisions.WithLabelValues(string(rule), outcome, reason).Inc()
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/security/config"
+	"github.com/nri-suite/nri-suite/plugins/security/hostns"
+	"github.com/nri-suite/nri-suite/plugins/security/privileged"
 	"github.com/nri-suite/nri-suite/plugins/security/profile"
 	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
 	"github.com/nri-suite/nri-suite/plugins/security/userns"
@@ -49,12 +51,21 @@ var defaultCapabilities = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID"
 // Plugin confines containers at creation and validates other plugins'
 // adjustments, where the runtime's NRI calls validators.
 type Plugin struct {
-	name     string
+	id       config.PluginID
 	validate bool
 	log      *logrus.Entry
 	metrics  *metrics
-	host     validator.HostNamespaces
+	host     hostns.Host
 	arch     string
+
+	// lastOwn is what the plugin did to the container it created last.
+	// NRI holds one lock from a container's CreateContainer to its
+	// validation, so the validation that follows is that container's.
+	ownMu   sync.Mutex
+	lastOwn struct {
+		id  string
+		own validator.Own
+	}
 
 	mu        sync.RWMutex
 	cfg       *config.Config
@@ -69,7 +80,7 @@ type Plugin struct {
 
 // New builds the plugin with the default configuration; Configure replaces it.
 func New(deps plugin.Deps, opts Options) (*Plugin, error) {
-	p := &Plugin{name: deps.Name, validate: !opts.NoValidator, log: deps.Log, host: validator.ProcHost{Proc: opts.Proc},
+	p := &Plugin{id: config.NewPluginID(deps.Index, deps.Name), validate: !opts.NoValidator, log: deps.Log, host: hostns.ProcHost{Proc: opts.Proc},
 		arch: goruntime.GOARCH, recentRuntime: true}
 	var err error
 	if p.metrics, err = newMetrics(deps.Registry, deps.MetricsNamespace, p.profileCounts); err != nil {
@@ -117,7 +128,7 @@ func (p *Plugin) apply(cfg *config.Config) error {
 		p.stopWatch()
 	}
 	p.cfg, p.store, p.stopWatch = cfg, store, cancel
-	p.validator = validator.New(cfg.Validator, p.name, p.host)
+	p.validator = validator.New(cfg.Validator, p.id, p.host)
 	return nil
 }
 
@@ -164,45 +175,104 @@ func (p *Plugin) profileCounts() (loaded, invalid int) {
 	return loaded, invalid
 }
 
-// CreateContainer refuses a container without a required user namespace and
-// gives the others their seccomp policy.
+// CreateContainer refuses a container without a required user namespace or
+// with host namespaces policy refuses, and gives the others their seccomp
+// policy.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	id := k8s.IdentityOf(pod, ctr)
-	if err := p.checkUserNamespace(id, pod, ctr); err != nil {
+	scope := config.Scope{Namespace: id.Namespace, Pod: id.Pod, RuntimeHandler: pod.GetRuntimeHandler()}
+	if err := p.checkUserNamespace(id, scope, pod, ctr); err != nil {
 		return nil, nil, err
 	}
-	policy, err := p.confine(id, pod, ctr)
-	if err != nil || policy == nil {
+	if err := p.checkHostNamespaces(id, scope, ctr); err != nil {
 		return nil, nil, err
+	}
+	policy, own, err := p.confine(id, scope, pod, ctr)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.remember(ctr.GetId(), own)
+	if policy == nil {
+		return nil, nil, nil
 	}
 	adjust := &api.ContainerAdjustment{}
 	adjust.SetLinuxSeccompPolicy(policy)
 	return adjust, nil, nil
 }
 
-func (p *Plugin) checkUserNamespace(id k8s.Identity, pod *api.PodSandbox, ctr *api.Container) error {
-	mode := p.cfg.Mode(config.RuleUserNamespace, id.Namespace)
+func (p *Plugin) remember(id string, own validator.Own) {
+	p.ownMu.Lock()
+	defer p.ownMu.Unlock()
+	p.lastOwn.id, p.lastOwn.own = id, own
+}
+
+// ownFor is what the plugin did to the container id; zero if it did not
+// see that container created.
+func (p *Plugin) ownFor(id string) validator.Own {
+	p.ownMu.Lock()
+	defer p.ownMu.Unlock()
+	if p.lastOwn.id != id {
+		return validator.Own{}
+	}
+	return p.lastOwn.own
+}
+
+func (p *Plugin) checkUserNamespace(id k8s.Identity, scope config.Scope, pod *api.PodSandbox, ctr *api.Container) error {
+	mode := p.cfg.Mode(config.RuleUserNamespace, scope)
 	if mode == config.Off {
 		return nil
 	}
-	if err := userns.Check(p.cfg.UserNamespaces, id.Namespace, pod, ctr); err != nil {
-		return p.judge(config.RuleUserNamespace, mode, id, err)
+	if err := userns.Check(p.cfg.UserNamespaces, scope, pod, ctr, p.host); err != nil {
+		return p.judge(config.RuleUserNamespace, mode, "", id, err)
 	}
-	p.metrics.decided(config.RuleUserNamespace, outcomePass)
+	p.metrics.decided(config.RuleUserNamespace, outcomePass, "")
 	return nil
 }
 
-// confine returns the seccomp policy to give the container, nil for none.
-func (p *Plugin) confine(id k8s.Identity, pod *api.PodSandbox, ctr *api.Container) (*api.LinuxSeccomp, error) {
-	mode := p.cfg.Mode(config.RuleSeccomp, id.Namespace)
-	if mode == config.Off {
-		return nil, nil
+// checkHostNamespaces judges the host namespaces the pod itself asks for
+// (hostNetwork, hostPID, hostIPC). Host-network agents, CNI and storage
+// plugins need them, so only a mode set for the pod's namespace or runtime
+// handler refuses them: the rule's node-wide mode audits at most.
+func (p *Plugin) checkHostNamespaces(id k8s.Identity, scope config.Scope, ctr *api.Container) error {
+	mode, explicit := p.cfg.ExplicitMode(config.RuleHostNamespaces, scope)
+	if !explicit {
+		if mode = p.cfg.Mode(config.RuleHostNamespaces, scope); mode == config.Enforce {
+			mode = config.Audit
+		}
 	}
-	choice, err := profile.Choose(p.cfg.Seccomp, id, pod, ctr)
+	if mode == config.Off {
+		return nil
+	}
+	var fields []string
+	for _, h := range config.HostNamespaces {
+		for _, s := range hostns.Of(ctr.GetLinux().GetNamespaces(), []string{h.Type}, p.host) {
+			fields = append(fields, fmt.Sprintf("%s: true (%s namespace: %s)", h.Field, h.Type, s.Why))
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return p.judge(config.RuleHostNamespaces, mode, reasonPodHostNamespaces, id,
+		fmt.Errorf("the pod shares the host's namespaces: %s", strings.Join(fields, ", ")))
+}
+
+// confine returns the seccomp policy to give the container (nil for none)
+// and what the validator is to know of it.
+func (p *Plugin) confine(id k8s.Identity, scope config.Scope, pod *api.PodSandbox, ctr *api.Container) (*api.LinuxSeccomp, validator.Own, error) {
+	mode := p.cfg.Mode(config.RuleSeccomp, scope)
+	if mode == config.Off {
+		return nil, validator.Own{}, nil
+	}
+	isPrivileged := privileged.Of(ctr).Privileged()
+	reason := ""
+	if isPrivileged {
+		reason = profile.ReasonPrivileged
+	}
+	choice, err := profile.Choose(p.cfg.Seccomp, scope, id, pod, ctr, isPrivileged)
 	if err != nil {
-		return nil, p.judge(config.RuleSeccomp, mode, id, err)
+		return nil, validator.Own{}, p.judge(config.RuleSeccomp, mode, reason, id, err)
 	}
 	log := p.log.WithFields(id.Fields()).WithFields(logrus.Fields{"rule": config.RuleSeccomp, "reason": choice.Reason})
 	if !choice.Apply {
@@ -211,12 +281,12 @@ func (p *Plugin) confine(id k8s.Identity, pod *api.PodSandbox, ctr *api.Containe
 			outcome = outcomeExempt
 			log.Info("left unconfined")
 		}
-		p.metrics.decided(config.RuleSeccomp, outcome)
-		return nil, nil
+		p.metrics.decided(config.RuleSeccomp, outcome, reason)
+		return nil, validator.Own{LeftPrivileged: isPrivileged}, nil
 	}
 	name := profileName(choice.Profile)
 	if !p.recentRuntime {
-		return nil, p.judge(config.RuleSeccomp, mode, id, fmt.Errorf(
+		return nil, validator.Own{}, p.judge(config.RuleSeccomp, mode, reason, id, fmt.Errorf(
 			"%s: cannot apply seccomp profile %s: runtime %s drops NRI seccomp policies (containerd >= %s or CRI-O >= %s apply them)",
 			choice.Reason, name, p.runtime, minRecentNRI["containerd"], minRecentNRI["cri-o"]))
 	}
@@ -227,17 +297,17 @@ func (p *Plugin) confine(id k8s.Identity, pod *api.PodSandbox, ctr *api.Containe
 			err = fmt.Errorf("%w: %w", &k8s.AnnotationError{Key: choice.Annotation, Value: choice.Profile,
 				Want: "a valid profile in " + p.cfg.Seccomp.ProfileDir}, err)
 		}
-		return nil, p.judge(config.RuleSeccomp, mode, id, fmt.Errorf("building seccomp profile %s: %w", name, err))
+		return nil, validator.Own{}, p.judge(config.RuleSeccomp, mode, reason, id, fmt.Errorf("building seccomp profile %s: %w", name, err))
 	}
 	log = log.WithFields(logrus.Fields{"profile": name, "complain": choice.Complain})
 	if mode == config.Audit {
-		p.metrics.decided(config.RuleSeccomp, outcomeAudited)
+		p.metrics.decided(config.RuleSeccomp, outcomeAudited, reason)
 		log.Info("audit: would apply the seccomp profile")
-		return nil, nil
+		return nil, validator.Own{}, nil
 	}
-	p.metrics.decided(config.RuleSeccomp, outcomeApplied)
+	p.metrics.decided(config.RuleSeccomp, outcomeApplied, reason)
 	log.Info("applied the seccomp profile")
-	return policy, nil
+	return policy, validator.Own{Seccomp: policy}, nil
 }
 
 func profileName(name string) string {
@@ -248,15 +318,16 @@ func profileName(name string) string {
 }
 
 // judge acts on a rule broken by the container being created: enforce
-// refuses it with an error saying why, audit logs and lets it through.
-func (p *Plugin) judge(rule config.Rule, mode config.Mode, id k8s.Identity, problem error) error {
+// refuses it with an error saying why, audit logs and lets it through;
+// reason is the decision's metric label.
+func (p *Plugin) judge(rule config.Rule, mode config.Mode, reason string, id k8s.Identity, problem error) error {
 	log := p.log.WithFields(id.Fields()).WithField("rule", rule).WithError(problem)
 	if mode == config.Audit {
-		p.metrics.decided(rule, outcomeAudited)
+		p.metrics.decided(rule, outcomeAudited, reason)
 		log.Info("audit: would refuse the container")
 		return nil
 	}
-	p.metrics.decided(rule, outcomeRefused)
+	p.metrics.decided(rule, outcomeRefused, reason)
 	log.Info("refused the container")
 	return fmt.Errorf("security rule %s refused container %s: %w", rule, id, problem)
 }
@@ -267,8 +338,9 @@ func (p *Plugin) ValidateContainerAdjustment(_ context.Context, req *api.Validat
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	id := k8s.IdentityOf(req.GetPod(), req.GetContainer())
-	enabled := func(r config.Rule) bool { return p.cfg.Mode(r, id.Namespace) != config.Off }
-	findings := p.validator.Check(req, enabled)
+	scope := config.Scope{Namespace: id.Namespace, Pod: id.Pod, RuntimeHandler: req.GetPod().GetRuntimeHandler()}
+	enabled := func(r config.Rule) bool { return p.cfg.Mode(r, scope) != config.Off }
+	findings := p.validator.Check(req, enabled, p.ownFor(req.GetContainer().GetId()))
 
 	broken := map[config.Rule]bool{}
 	var refusals []string
@@ -276,18 +348,18 @@ func (p *Plugin) ValidateContainerAdjustment(_ context.Context, req *api.Validat
 		broken[f.Rule] = true
 		log := p.log.WithFields(id.Fields()).WithFields(logrus.Fields{
 			"rule": f.Rule, "plugin": f.Plugin, "count": f.Count(), "items": strings.Join(f.Items, ", ")})
-		if p.cfg.Mode(f.Rule, id.Namespace) == config.Audit {
-			p.metrics.decided(f.Rule, outcomeAudited)
+		if p.cfg.Mode(f.Rule, scope) == config.Audit {
+			p.metrics.decided(f.Rule, outcomeAudited, "")
 			log.Infof("audit: would refuse: %s", f.Problem)
 			continue
 		}
-		p.metrics.decided(f.Rule, outcomeRefused)
+		p.metrics.decided(f.Rule, outcomeRefused, "")
 		log.Infof("refused: %s", f.Problem)
 		refusals = append(refusals, f.String())
 	}
 	for _, r := range config.ValidatorRules {
 		if enabled(r) && !broken[r] {
-			p.metrics.decided(r, outcomePass)
+			p.metrics.decided(r, outcomePass, "")
 		}
 	}
 	if len(refusals) > 0 {

@@ -11,11 +11,23 @@ import (
 	"github.com/nri-suite/nri-suite/plugins/security/config"
 )
 
-var cfg = config.SeccompFile{
-	ProfileDir: "/etc/profiles",
-	Exempt:     config.Selector{Namespaces: []string{"kube-system"}, Pods: []string{"default/debug"}},
-	Complain:   config.Selector{Namespaces: []string{"staging"}},
+var cfg = mustSeccomp(`seccomp:
+  profile-dir: /etc/profiles
+  exempt: {namespaces: [kube-system], pods: [default/debug]}
+  complain: {namespaces: [staging]}
+  privileged: {namespaces: {tenants: refuse, strict: profile}}
+  namespace-profiles: {team-a: ["team-a/*"], "*": ["*.json"]}
+`)
+
+func mustSeccomp(yaml string) config.Seccomp {
+	c, err := config.Parse([]byte(yaml), "cfg.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return c.Seccomp
 }
+
+func scopeOf(id k8s.Identity) config.Scope { return config.Scope{Namespace: id.Namespace, Pod: id.Pod} }
 
 func container(profile *api.SecurityProfile, policy *api.LinuxSeccomp) *api.Container {
 	return &api.Container{Name: "app", Linux: &api.LinuxContainer{SeccompProfile: profile, SeccompPolicy: policy}}
@@ -35,6 +47,7 @@ func TestChoose(t *testing.T) {
 		pod         string
 		annotations map[string]string
 		ctr         *api.Container
+		privileged  bool
 		want        Choice
 	}{
 		{name: "unconfined gets the default", ctr: container(unconfined, nil),
@@ -60,6 +73,19 @@ func TestChoose(t *testing.T) {
 		{name: "annotation of another container", ctr: container(unconfined, nil),
 			annotations: map[string]string{"seccomp.nri-suite.io/container.other": "a.json"},
 			want:        Choice{Apply: true, Reason: "would run unconfined"}},
+		{name: "privileged stays unconfined", ctr: container(unconfined, nil), privileged: true,
+			want: Choice{Exempt: true, Reason: ReasonPrivileged}},
+		{name: "privileged is never already confined", ctr: container(runtimeDefault, nil), privileged: true,
+			want: Choice{Exempt: true, Reason: ReasonPrivileged}},
+		{name: "privileged gets a profile where policy says so", namespace: "strict", ctr: container(runtimeDefault, nil), privileged: true,
+			want: Choice{Apply: true, Reason: "privileged, and seccomp.privileged is profile"}},
+		{name: "privileged with a named profile", ctr: container(unconfined, nil), privileged: true,
+			annotations: map[string]string{"seccomp.nri-suite.io": "a.json"},
+			want:        Choice{Apply: true, Profile: "a.json", Annotation: "seccomp.nri-suite.io", Reason: "named by annotation seccomp.nri-suite.io"}},
+		{name: "a team's profile in its namespace", namespace: "team-a", ctr: container(unconfined, nil),
+			annotations: map[string]string{"seccomp.nri-suite.io": "team-a/strict.json"},
+			want: Choice{Apply: true, Profile: "team-a/strict.json", Annotation: "seccomp.nri-suite.io",
+				Reason: "named by annotation seccomp.nri-suite.io"}},
 		{name: "node-wide key in an exempt complain pod", namespace: "kube-system", ctr: container(unconfined, nil),
 			annotations: map[string]string{"seccomp.nri-suite.io": "a.json"},
 			want: Choice{Apply: true, Profile: "a.json", Annotation: "seccomp.nri-suite.io",
@@ -70,7 +96,7 @@ func TestChoose(t *testing.T) {
 			if id.Namespace == "" {
 				id.Namespace = "default"
 			}
-			got, err := Choose(cfg, id, &api.PodSandbox{Annotations: tc.annotations}, tc.ctr)
+			got, err := Choose(cfg, scopeOf(id), id, &api.PodSandbox{Annotations: tc.annotations}, tc.ctr, tc.privileged)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
@@ -80,15 +106,24 @@ func TestChoose(t *testing.T) {
 func TestChooseErrors(t *testing.T) {
 	id := k8s.Identity{Namespace: "default", Pod: "web", Container: "app"}
 	pod := &api.PodSandbox{Annotations: map[string]string{"seccomp.nri-suite.io/pod": " "}}
-	_, err := Choose(cfg, id, pod, container(unconfined, nil))
+	_, err := Choose(cfg, scopeOf(id), id, pod, container(unconfined, nil), false)
 	var annErr *k8s.AnnotationError
 	require.ErrorAs(t, err, &annErr)
 	assert.Equal(t, `annotation seccomp.nri-suite.io/pod=" ": want the name of a profile in the profile directory`, err.Error())
 
 	pod = &api.PodSandbox{Annotations: map[string]string{"seccomp.nri-suite.io": "a.json"}}
-	_, err = Choose(config.SeccompFile{}, id, pod, container(unconfined, nil))
+	_, err = Choose(config.Default().Seccomp, scopeOf(id), id, pod, container(unconfined, nil), false)
 	require.ErrorAs(t, err, &annErr)
 	assert.Contains(t, err.Error(), "want no profile name: the plugin has no seccomp.profile-dir to find it in")
+
+	pod = &api.PodSandbox{Annotations: map[string]string{"seccomp.nri-suite.io": "team-a/strict.json"}}
+	_, err = Choose(cfg, scopeOf(id), id, pod, container(unconfined, nil), false)
+	require.ErrorAs(t, err, &annErr)
+	assert.Equal(t, `annotation seccomp.nri-suite.io="team-a/strict.json": want a profile that seccomp.namespace-profiles lets namespace "default" name`, err.Error())
+
+	tenant := k8s.Identity{Namespace: "tenants", Pod: "web", Container: "app"}
+	_, err = Choose(cfg, scopeOf(tenant), tenant, &api.PodSandbox{}, container(unconfined, nil), true)
+	assert.EqualError(t, err, `the container is privileged, and seccomp.privileged is refuse for namespace "tenants"`)
 }
 
 func FuzzChoose(f *testing.F) {
@@ -102,7 +137,7 @@ func FuzzChoose(f *testing.F) {
 		id := k8s.Identity{Namespace: "default", Pod: "web", Container: "app"}
 		pod := &api.PodSandbox{Annotations: map[string]string{key: value}}
 		ctr := container(&api.SecurityProfile{ProfileType: api.SecurityProfile_ProfileType(profileType)}, nil)
-		got, err := Choose(cfg, id, pod, ctr)
+		got, err := Choose(cfg, scopeOf(id), id, pod, ctr, false)
 		if err != nil {
 			assert.Contains(t, err.Error(), key, "the error names the annotation")
 			return

@@ -20,8 +20,11 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nri-suite/nri-suite/plugins/security/config"
+	"github.com/nri-suite/nri-suite/plugins/security/hostns"
+	"github.com/nri-suite/nri-suite/plugins/security/privileged"
 )
 
 // Finding is one rule broken by one plugin.
@@ -48,38 +51,45 @@ func (f Finding) String() string {
 	return fmt.Sprintf("rule %s: %s %s: %s", f.Rule, who, f.Problem, strings.Join(f.Items, ", "))
 }
 
-// HostNamespaces tells whether a namespace path is one of the host's.
-type HostNamespaces interface {
-	IsHost(nsType, path string) (bool, error)
+// Own is what this plugin did to the container at CreateContainer: the
+// validator recognizes its own changes by what they are, not by the name
+// they are claimed under, which any plugin can register with.
+type Own struct {
+	// Seccomp is the policy it set, nil for none.
+	Seccomp *api.LinuxSeccomp
+	// LeftPrivileged: it left the container unconfined as privileged.
+	LeftPrivileged bool
 }
 
 // Validator checks adjustments against the validator configuration.
 type Validator struct {
 	cfg  config.ValidatorFile
-	self string
-	host HostNamespaces
+	self config.PluginID
+	host hostns.Host
 }
 
-// New returns a validator that exempts the plugin named self (the security
+// New returns a validator for the plugin registered as self (the security
 // plugin itself, whose own seccomp policies are checked when it makes them)
-// and asks host about namespace paths.
-func New(cfg config.ValidatorFile, self string, host HostNamespaces) *Validator {
+// that asks host about namespace paths.
+func New(cfg config.ValidatorFile, self config.PluginID, host hostns.Host) *Validator {
 	return &Validator{cfg: cfg, self: self, host: host}
 }
 
 // Check returns the findings of the rules enabled says to run, ordered by
-// rule and plugin.
-func (v *Validator) Check(req *api.ValidateContainerAdjustmentRequest, enabled func(config.Rule) bool) []Finding {
+// rule and plugin; own is what this plugin did to the container.
+func (v *Validator) Check(req *api.ValidateContainerAdjustmentRequest, enabled func(config.Rule) bool, own Own) []Finding {
 	checks := []struct {
 		rule  config.Rule
 		check func(*api.ValidateContainerAdjustmentRequest) []Finding
 	}{
+		{config.RuleSeccomp, func(r *api.ValidateContainerAdjustmentRequest) []Finding { return v.madePrivileged(r, own) }},
 		{config.RuleOCIHooks, v.hooks},
-		{config.RuleSeccompAdjustment, v.seccomp},
+		{config.RuleSeccompAdjustment, func(r *api.ValidateContainerAdjustmentRequest) []Finding { return v.seccomp(r, own) }},
 		{config.RuleHostNamespaces, v.namespaces},
 		{config.RuleSysctls, v.sysctls},
 		{config.RuleDevices, v.devices},
 		{config.RuleRequiredPlugins, v.requiredPlugins},
+		{config.RulePluginIdentity, v.identities},
 	}
 	var findings []Finding
 	for _, c := range checks {
@@ -90,16 +100,8 @@ func (v *Validator) Check(req *api.ValidateContainerAdjustmentRequest, enabled f
 	return findings
 }
 
-// PluginName is the name part of NRI's "NN-name".
-func PluginName(qualified string) string {
-	idx, name, ok := strings.Cut(qualified, "-")
-	if !ok || idx == "" || strings.Trim(idx, "0123456789") != "" {
-		return qualified
-	}
-	return name
-}
-
-func (v *Validator) isSelf(owner string) bool { return PluginName(owner) == v.self }
+// idOf is the identity of the plugin NRI names owner ("10-device-injector").
+func idOf(owner string) config.PluginID { return config.PluginID(owner) }
 
 // collector groups offending items by plugin into one finding each.
 type collector struct {
@@ -142,7 +144,7 @@ func (v *Validator) hooks(req *api.ValidateContainerAdjustmentRequest) []Finding
 	})
 	// NRI records every plugin that added hooks, not which hook is whose.
 	for _, owner := range strings.Split(owners, ",") {
-		if v.isSelf(owner) || slices.Contains(v.cfg.HookPlugins, PluginName(owner)) {
+		if slices.Contains(v.cfg.HookPlugins, owner) {
 			continue
 		}
 		for _, p := range paths {
@@ -152,14 +154,21 @@ func (v *Validator) hooks(req *api.ValidateContainerAdjustmentRequest) []Finding
 	return c.findings()
 }
 
-func (v *Validator) seccomp(req *api.ValidateContainerAdjustmentRequest) []Finding {
+func (v *Validator) seccomp(req *api.ValidateContainerAdjustmentRequest, own Own) []Finding {
 	owner, claimed := req.GetOwners().SeccompPolicyOwner(req.GetContainer().GetId())
-	if !claimed || v.isSelf(owner) {
+	if !claimed {
 		return nil
 	}
 	policy := req.GetAdjust().GetLinux().GetSeccompPolicy()
-	original := req.GetContainer().GetLinux().GetSeccompPolicy()
 	item := "default action " + cmp.Or(policy.GetDefaultAction(), "(none)")
+	if idOf(owner) == v.self {
+		if own.Seccomp != nil && proto.Equal(policy, own.Seccomp) {
+			return nil
+		}
+		return []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: owner, Items: []string{item},
+			Problem: "set a seccomp policy under this plugin's name that this plugin did not set"}}
+	}
+	original := req.GetContainer().GetLinux().GetSeccompPolicy()
 	var problem string
 	switch {
 	case Unconfined(policy):
@@ -171,6 +180,19 @@ func (v *Validator) seccomp(req *api.ValidateContainerAdjustmentRequest) []Findi
 		return nil
 	}
 	return []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: owner, Items: []string{item}, Problem: problem}}
+}
+
+// madePrivileged finds a container this plugin left unconfined as
+// privileged that the runtime did not make privileged: the signs of it
+// (package privileged) came from other plugins, which CreateContainer sees
+// applied and the validation request's container does not.
+func (v *Validator) madePrivileged(req *api.ValidateContainerAdjustmentRequest, own Own) []Finding {
+	if !own.LeftPrivileged || privileged.Of(req.GetContainer()).Privileged() {
+		return nil
+	}
+	return []Finding{{Rule: config.RuleSeccomp, Items: []string{"device-cgroup rules", "/sys mount"},
+		Problem: "made the container look privileged (every device allowed, /sys writable), and so left unconfined by seccomp; " +
+			"the runtime did not make it privileged"}}
 }
 
 // denies reports whether a seccomp action stops the call: everything but
@@ -206,9 +228,6 @@ func (v *Validator) namespaces(req *api.ValidateContainerAdjustmentRequest) []Fi
 	for _, ns := range req.GetAdjust().GetLinux().GetNamespaces() {
 		typ, removed := ns.IsMarkedForRemoval()
 		owner, _ := req.GetOwners().NamespaceOwner(id, typ)
-		if v.isSelf(owner) {
-			continue
-		}
 		switch {
 		case removed:
 			c.add(owner, typ+" (namespace removed: the container shares the host's)")
@@ -234,7 +253,7 @@ func (v *Validator) sysctls(req *api.ValidateContainerAdjustmentRequest) []Findi
 			continue
 		}
 		owner, _ := req.GetOwners().SysctlOwner(id, key)
-		if !v.isSelf(owner) && !v.cfg.SysctlAllowed(key) {
+		if !v.cfg.SysctlAllowed(key) {
 			c.add(owner, key+"="+value)
 		}
 	}
@@ -244,7 +263,7 @@ func (v *Validator) sysctls(req *api.ValidateContainerAdjustmentRequest) []Findi
 func (v *Validator) devices(req *api.ValidateContainerAdjustmentRequest) []Finding {
 	id := req.GetContainer().GetId()
 	c := newCollector(config.RuleDevices, func(owner string) string {
-		return fmt.Sprintf("added devices outside validator.devices (allowed and plugins.%s)", PluginName(owner))
+		return fmt.Sprintf("added devices outside validator.devices (allowed and plugins.%s)", owner)
 	})
 	for _, d := range req.GetAdjust().GetLinux().GetDevices() {
 		path, removed := d.IsMarkedForRemoval()
@@ -252,13 +271,13 @@ func (v *Validator) devices(req *api.ValidateContainerAdjustmentRequest) []Findi
 			continue
 		}
 		owner, _ := req.GetOwners().DeviceOwner(id, path)
-		if !v.isSelf(owner) && !v.cfg.DeviceAllowed(PluginName(owner), path) {
+		if !v.cfg.Devices.Allows(idOf(owner), path) {
 			c.add(owner, path)
 		}
 	}
 	for _, d := range req.GetAdjust().GetCDIDevices() {
 		owner, _ := req.GetOwners().CdiDeviceOwner(id, d.GetName())
-		if !v.isSelf(owner) && !v.cfg.DeviceAllowed(PluginName(owner), d.GetName()) {
+		if !v.cfg.Devices.Allows(idOf(owner), d.GetName()) {
 			c.add(owner, d.GetName())
 		}
 	}
@@ -266,14 +285,14 @@ func (v *Validator) devices(req *api.ValidateContainerAdjustmentRequest) []Findi
 }
 
 func (v *Validator) requiredPlugins(req *api.ValidateContainerAdjustmentRequest) []Finding {
-	present := map[string]bool{}
+	present := map[config.PluginID]bool{}
 	for _, p := range req.GetPlugins() {
-		present[p.GetName()] = true
+		present[config.NewPluginID(p.GetIndex(), p.GetName())] = true
 	}
 	var missing []string
-	for _, name := range v.cfg.RequiredPlugins {
-		if !present[name] {
-			missing = append(missing, name)
+	for _, id := range v.cfg.RequiredPlugins {
+		if !present[config.PluginID(id)] {
+			missing = append(missing, id)
 		}
 	}
 	if len(missing) == 0 {
@@ -281,4 +300,45 @@ func (v *Validator) requiredPlugins(req *api.ValidateContainerAdjustmentRequest)
 	}
 	return []Finding{{Rule: config.RuleRequiredPlugins, Items: missing,
 		Problem: "is missing plugins that validator.required-plugins requires"}}
+}
+
+// trusted are the plugins the policy names, and this plugin.
+func (v *Validator) trusted() []config.PluginID {
+	ids := []config.PluginID{v.self}
+	for _, list := range [][]string{v.cfg.HookPlugins, v.cfg.RequiredPlugins, slices.Collect(maps.Keys(v.cfg.Devices.Plugins)),
+		slices.Collect(maps.Keys(v.cfg.Mounts.Plugins)), slices.Collect(maps.Keys(v.cfg.Env.Plugins))} {
+		for _, id := range list {
+			ids = append(ids, config.PluginID(id))
+		}
+	}
+	return ids
+}
+
+// identities finds plugins that pass for one the policy trusts: two
+// registered under the same index and name (NRI does not keep them unique,
+// and their changes are claimed under one name), or one under a trusted
+// plugin's name at another index. Either could hold what the policy grants
+// the trusted one.
+func (v *Validator) identities(req *api.ValidateContainerAdjustmentRequest) []Finding {
+	count := map[config.PluginID]int{}
+	for _, p := range req.GetPlugins() {
+		count[config.NewPluginID(p.GetIndex(), p.GetName())]++
+	}
+	c := newCollector(config.RulePluginIdentity, func(string) string {
+		return "registered under the name of a plugin the policy trusts"
+	})
+	for _, trusted := range v.trusted() {
+		for _, id := range slices.Sorted(maps.Keys(count)) {
+			switch {
+			case id == trusted && count[id] > 1:
+				c.add(string(id), fmt.Sprintf("%d plugins registered as %s", count[id], id))
+			case id != trusted && id.Name() == trusted.Name():
+				c.add(string(id), fmt.Sprintf("%s besides the trusted %s", id, trusted))
+			}
+		}
+	}
+	for plugin, items := range c.byPlugin {
+		c.byPlugin[plugin] = slices.Compact(slices.Sorted(slices.Values(items)))
+	}
+	return c.findings()
 }

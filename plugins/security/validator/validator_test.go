@@ -2,9 +2,6 @@ package validator
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -36,12 +33,12 @@ type request struct {
 func newRequest(t *testing.T, plugins ...string) *request {
 	req := &api.ValidateContainerAdjustmentRequest{
 		Pod:       &api.PodSandbox{Name: "web", Namespace: "default"},
-		Container: &api.Container{Id: ctrID, Name: "app"},
+		Container: &api.Container{Id: ctrID, Name: "app", Linux: &api.LinuxContainer{}},
 		Adjust:    &api.ContainerAdjustment{},
 		Owners:    api.NewOwningPlugins(),
 	}
 	for _, p := range plugins {
-		req.AddPlugin(PluginName(p), p[:2])
+		req.AddPlugin(config.PluginID(p).Name(), config.PluginID(p).Index())
 	}
 	return &request{req: req, t: t}
 }
@@ -89,11 +86,14 @@ func (r *request) cdi(plugin, name string) *request {
 func allRules(config.Rule) bool { return true }
 
 var policy = config.ValidatorFile{
-	HookPlugins:     []string{"device-injector"},
+	HookPlugins:     []string{"10-device-injector"},
 	AllowedSysctls:  []string{"kernel.msgmax"},
-	Devices:         config.DevicePolicy{Allowed: []string{"/dev/fuse"}, Plugins: map[string][]string{"device-injector": {"/dev/dri/*", "example.com/gpu=*"}}},
-	RequiredPlugins: []string{"topology-aware", "security"},
+	Devices:         config.PluginPatterns{Allowed: []string{"/dev/fuse"}, Plugins: map[string][]string{"10-device-injector": {"/dev/dri/*", "example.com/gpu=*"}}},
+	RequiredPlugins: []string{"30-topology-aware", "40-security"},
 }
+
+// ownComplain is the policy the security plugin set, in the cases where it did.
+var ownComplain = &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_LOG"}
 
 var runtimeDefault = &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ERRNO",
 	Syscalls: []*api.LinuxSyscall{{Names: []string{"read"}, Action: "SCMP_ACT_ALLOW"}}}
@@ -109,6 +109,8 @@ func TestCheck(t *testing.T) {
 		name     string
 		req      func(t *testing.T) *request
 		original *api.LinuxSeccomp
+		own      Own
+		ctr      *api.Container // the container as the runtime made it; default: plain
 		want     []Finding
 	}{
 		{name: "nothing changed", req: func(t *testing.T) *request { return newRequest(t, present...) }},
@@ -136,9 +138,23 @@ func TestCheck(t *testing.T) {
 			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
 				Syscalls: []*api.LinuxSyscall{{Names: []string{"mkdir"}, Action: "SCMP_ACT_ERRNO"}}})
 		}},
-		{name: "the security plugin's own complain policy", req: func(t *testing.T) *request {
+		{name: "the security plugin's own complain policy", own: Own{Seccomp: ownComplain}, req: func(t *testing.T) *request {
 			return newRequest(t, present...).seccomp(self, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_LOG"})
 		}},
+		{name: "a policy under the security plugin's name that it did not set", req: func(t *testing.T) *request {
+			return newRequest(t, present...).seccomp(self, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW"})
+		}, want: []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: self, Items: []string{"default action SCMP_ACT_ALLOW"}}}},
+		{name: "another policy than the one it set", own: Own{Seccomp: ownComplain}, req: func(t *testing.T) *request {
+			return newRequest(t, present...).seccomp(self, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW"})
+		}, want: []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: self, Items: []string{"default action SCMP_ACT_ALLOW"}}}},
+		{name: "a sysctl under the security plugin's name", req: func(t *testing.T) *request {
+			return newRequest(t, present...).sysctl(self, "kernel.msgmax", "1").sysctl(self, "kernel.panic", "0")
+		}, want: []Finding{{Rule: config.RuleSysctls, Plugin: self, Items: []string{"kernel.panic=0"}}}},
+		{name: "left unconfined as privileged, and privileged", own: Own{LeftPrivileged: true}, ctr: privilegedContainer(),
+			req: func(t *testing.T) *request { return newRequest(t, present...) }},
+		{name: "left unconfined as privileged, made to look so by a plugin", own: Own{LeftPrivileged: true},
+			req: func(t *testing.T) *request { return newRequest(t, present...) },
+			want: []Finding{{Rule: config.RuleSeccomp, Items: []string{"device-cgroup rules", "/sys mount"}}}},
 		{name: "namespace removed", req: func(t *testing.T) *request {
 			return newRequest(t, present...).namespace(other, &api.LinuxNamespace{Type: "network"}, true)
 		}, want: []Finding{{Rule: config.RuleHostNamespaces, Plugin: other,
@@ -163,17 +179,38 @@ func TestCheck(t *testing.T) {
 			{Rule: config.RuleSysctls, Plugin: di, Items: []string{"vm.swappiness=0"}},
 			{Rule: config.RuleSysctls, Plugin: other, Items: []string{"kernel.panic=0"}},
 		}},
+		{name: "devices of a trusted name at another index", req: func(t *testing.T) *request {
+			return newRequest(t, append(present, "55-device-injector")...).device("55-device-injector", "/dev/dri/card0")
+		}, want: []Finding{
+			{Rule: config.RuleDevices, Plugin: "55-device-injector", Items: []string{"/dev/dri/card0"}},
+			{Rule: config.RulePluginIdentity, Plugin: "55-device-injector", Items: []string{"55-device-injector besides the trusted 10-device-injector"}},
+		}},
+		{name: "a second security plugin", req: func(t *testing.T) *request {
+			return newRequest(t, append(present, "55-security")...)
+		}, want: []Finding{{Rule: config.RulePluginIdentity, Plugin: "55-security", Items: []string{"55-security besides the trusted 40-security"}}}},
+		{name: "two plugins registered as one trusted", req: func(t *testing.T) *request {
+			return newRequest(t, append(present, di)...)
+		}, want: []Finding{{Rule: config.RulePluginIdentity, Plugin: di, Items: []string{"2 plugins registered as 10-device-injector"}}}},
+		{name: "required plugins satisfied by a name at another index", req: func(t *testing.T) *request {
+			return newRequest(t, di, self, "55-topology-aware")
+		}, want: []Finding{
+			{Rule: config.RuleRequiredPlugins, Items: []string{"30-topology-aware"}},
+			{Rule: config.RulePluginIdentity, Plugin: "55-topology-aware", Items: []string{"55-topology-aware besides the trusted 30-topology-aware"}},
+		}},
 		{name: "devices outside policy", req: func(t *testing.T) *request {
 			return newRequest(t, present...).device(other, "/dev/mem").device(other, "/dev/fuse").
 				device(di, "/dev/dri/card0").device(other, "/dev/dri/card1").cdi(di, "example.com/gpu=0").cdi(other, "example.com/gpu=1")
 		}, want: []Finding{{Rule: config.RuleDevices, Plugin: other, Items: []string{"/dev/dri/card1", "/dev/mem", "example.com/gpu=1"}}}},
 		{name: "required plugins missing", req: func(t *testing.T) *request { return newRequest(t, di, self) },
-			want: []Finding{{Rule: config.RuleRequiredPlugins, Items: []string{"topology-aware"}}}},
+			want: []Finding{{Rule: config.RuleRequiredPlugins, Items: []string{"30-topology-aware"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req(t)
-			r.req.Container.Linux = &api.LinuxContainer{SeccompPolicy: tc.original}
-			got := New(policy, "security", fakeHost{}).Check(r.req, allRules)
+			if tc.ctr != nil {
+				r.req.Container = tc.ctr
+			}
+			r.req.Container.Linux.SeccompPolicy = tc.original
+			got := New(policy, self, fakeHost{}).Check(r.req, allRules, tc.own)
 			require.Len(t, got, len(tc.want), "findings: %v", got)
 			for i := range got {
 				assert.Equal(t, tc.want[i].Rule, got[i].Rule)
@@ -189,7 +226,7 @@ func TestCheck(t *testing.T) {
 
 func TestCheckSkipsDisabledRules(t *testing.T) {
 	r := newRequest(t).hook("50-x", "/bin/true").sysctl("50-x", "kernel.panic", "0")
-	got := New(policy, "security", fakeHost{}).Check(r.req, func(rule config.Rule) bool { return rule == config.RuleSysctls })
+	got := New(policy, "40-security", fakeHost{}).Check(r.req, func(rule config.Rule) bool { return rule == config.RuleSysctls }, Own{})
 	require.Len(t, got, 1)
 	assert.Equal(t, config.RuleSysctls, got[0].Rule)
 }
@@ -199,13 +236,6 @@ func TestFindingString(t *testing.T) {
 	assert.Equal(t, "rule oci-hooks: plugin 50-x added OCI hooks: /a, /b", f.String())
 	f = Finding{Rule: config.RuleRequiredPlugins, Items: []string{"a"}, Problem: "is missing plugins"}
 	assert.Equal(t, "rule required-plugins: node is missing plugins: a", f.String())
-}
-
-func TestPluginName(t *testing.T) {
-	for in, want := range map[string]string{"10-device-injector": "device-injector", "device-injector": "device-injector",
-		"x-y": "x-y", "": "", "40-": ""} {
-		assert.Equal(t, want, PluginName(in), in)
-	}
 }
 
 func TestUnconfined(t *testing.T) {
@@ -218,20 +248,10 @@ func TestUnconfined(t *testing.T) {
 		Syscalls: []*api.LinuxSyscall{{Action: "SCMP_ACT_ERRNO"}}}), "a rule without names blocks nothing")
 }
 
-func TestProcHost(t *testing.T) {
-	h := ProcHost{Proc: "/proc"}
-	own := fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
-	host, err := h.IsHost("network", own)
-	require.NoError(t, err)
-	assert.True(t, host, "the plugin's own namespace is the host's")
-	host, err = h.IsHost("network", "/proc/self/ns/ipc")
-	require.NoError(t, err)
-	assert.False(t, host, "another namespace type is another inode")
-	missing := filepath.Join(t.TempDir(), "missing")
-	_, err = h.IsHost("network", missing)
-	assert.ErrorContains(t, err, "reading namespace "+missing)
-	_, err = h.IsHost("bogus", own)
-	assert.ErrorContains(t, err, `unknown namespace type "bogus"`)
-	_, err = ProcHost{Proc: t.TempDir()}.IsHost("network", own)
-	assert.ErrorContains(t, err, "reading the host's network namespace")
+
+// privilegedContainer is what containerd and CRI-O make of a privileged container.
+func privilegedContainer() *api.Container {
+	return &api.Container{Id: ctrID, Name: "app",
+		Mounts: []*api.Mount{{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "rw"}}},
+		Linux:  &api.LinuxContainer{Resources: &api.LinuxResources{Devices: []*api.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}}}}
 }

@@ -70,7 +70,7 @@ func sandboxConfig(name string, sb *sandbox.Sandbox) []byte {
 		// The validator refuses devices other plugins add unless allowed:
 		// allow device-injector the demo device, by CDI name (runtime mode)
 		// and by its path in the container (plugin mode).
-		config := fmt.Sprintf("validator:\n  devices:\n    plugins: {device-injector: [%q, /dev/demo-null]}\n", demoDevice)
+		config := fmt.Sprintf("validator:\n  devices:\n    plugins: {10-device-injector: [%q, /dev/demo-null]}\n", demoDevice)
 		if sb.Runtime().Name() == "crio" {
 			// CRI-O v1.34 drops NRI seccomp policies; enforcing would
 			// refuse every unconfined container. (It has no validation

@@ -1,4 +1,4 @@
-package validator
+package hostns
 
 import (
 	"errors"

@@ -1,0 +1,87 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// checkNamespace accepts a Kubernetes namespace name (an RFC 1123 label).
+func checkNamespace(key, ns string) error {
+	if !isDNSLabel(ns) {
+		return fmt.Errorf("%s: %q: expected a Kubernetes namespace name (lowercase letters, digits and '-')", key, ns)
+	}
+	return nil
+}
+
+// isDNSLabel reports whether s is an RFC 1123 label, the form of namespace
+// names and of RuntimeClass handlers.
+func isDNSLabel(s string) bool {
+	ok := s != "" && len(s) <= 63 && s[0] != '-' && s[len(s)-1] != '-'
+	for _, c := range s {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-')
+	}
+	return ok
+}
+
+// declaredHandler returns a check that a runtime handler named under a key
+// is one the file declares in runtime-handlers: a typo in a handler name
+// would otherwise never match, and the rule it scopes would silently not
+// apply.
+func declaredHandler(declared []string) func(key, name string) error {
+	return func(key, name string) error {
+		if !slices.Contains(declared, name) {
+			return fmt.Errorf("%s: unknown runtime handler %q: expected one declared in runtime-handlers (%s)",
+				key, name, listOrNone(declared))
+		}
+		return nil
+	}
+}
+
+func checkHandlers(handlers []string) error {
+	for i, h := range handlers {
+		if !isDNSLabel(h) {
+			return fmt.Errorf("runtime-handlers: %q: expected a RuntimeClass handler name (lowercase letters, digits and '-')", h)
+		}
+		if slices.Contains(handlers[:i], h) {
+			return fmt.Errorf("runtime-handlers: %q: declared twice", h)
+		}
+	}
+	return nil
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none declared"
+	}
+	return strings.Join(names, ", ")
+}
+
+// PluginID is an NRI plugin as policies name it: index and name, "10-device-injector".
+// NRI does not keep names unique, so a name alone identifies nobody.
+type PluginID string
+
+// Index and Name are the parts of "NN-name".
+func (id PluginID) Index() string { i, _, _ := strings.Cut(string(id), "-"); return i }
+func (id PluginID) Name() string  { _, n, _ := strings.Cut(string(id), "-"); return n }
+
+// NewPluginID is the identity of a plugin that registered with index and name.
+func NewPluginID(index, name string) PluginID { return PluginID(index + "-" + name) }
+
+// checkPluginID accepts "NN-name": two digits, a dash and a name.
+func checkPluginID(key, id string) error {
+	idx, name, _ := strings.Cut(id, "-")
+	ok := len(idx) == 2 && strings.Trim(idx, "0123456789") == "" && name != "" && !strings.ContainsAny(name, " /\t\n,")
+	if !ok {
+		return fmt.Errorf("%s: %q: expected a plugin as NRI registers it, index and name, such as 10-device-injector", key, id)
+	}
+	return nil
+}
+
+func checkSysctlPattern(s string) error {
+	base := strings.TrimSuffix(s, ".*")
+	if base == "" || strings.ContainsAny(base, "*/ ") || strings.HasPrefix(base, ".") || strings.HasSuffix(base, ".") {
+		return fmt.Errorf("validator.allowed-sysctls: %q: expected a sysctl name such as net.ipv4.tcp_rmem, or a prefix ending in .*", s)
+	}
+	return nil
+}

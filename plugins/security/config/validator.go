@@ -1,0 +1,258 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ValidatorFile is the validator key: what other plugins may do. Plugins
+// are named by index and name, as NRI registers them ("10-device-injector").
+type ValidatorFile struct {
+	// HookPlugins may add OCI hooks.
+	HookPlugins []string `yaml:"hook-plugins"`
+	// AllowedSysctls are allowed besides SafeSysctls; "prefix.*" allows a
+	// subtree.
+	AllowedSysctls []string `yaml:"allowed-sysctls"`
+	// Devices are the device nodes (paths) and CDI devices (names) plugins
+	// may add.
+	Devices PluginPatterns `yaml:"devices"`
+	// Mounts are the host sources plugins may mount.
+	Mounts PluginPatterns `yaml:"mounts"`
+	// DeviceCgroups are the device-cgroup rules plugins may add.
+	DeviceCgroups DeviceCgroupPolicy `yaml:"device-cgroups"`
+	// Env are the environment variables plugins may not set.
+	Env EnvPolicy `yaml:"env"`
+	// Rlimits are the highest rlimits plugins may set.
+	Rlimits RlimitPolicy `yaml:"rlimits"`
+	// RequiredPlugins must be connected for any container to be created.
+	RequiredPlugins []string `yaml:"required-plugins"`
+}
+
+// PluginPatterns are path.Match patterns of what plugins may add: Allowed
+// for every plugin, Plugins per plugin.
+type PluginPatterns struct {
+	Allowed []string            `yaml:"allowed"`
+	Plugins map[string][]string `yaml:"plugins"`
+}
+
+// Allows reports whether the plugin may add value.
+func (p PluginPatterns) Allows(plugin PluginID, value string) bool {
+	for _, pattern := range append(slices.Clone(p.Allowed), p.Plugins[string(plugin)]...) {
+		if ok, _ := path.Match(pattern, value); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (p PluginPatterns) check(key, example string) error {
+	patterns := map[string][]string{key + ".allowed": p.Allowed}
+	for id, list := range p.Plugins {
+		if err := checkPluginID(key+".plugins", id); err != nil {
+			return err
+		}
+		patterns[key+".plugins."+id] = list
+	}
+	for _, k := range slices.Sorted(maps.Keys(patterns)) {
+		for _, pattern := range patterns[k] {
+			if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
+				return fmt.Errorf("%s: %q: expected a path.Match pattern such as %s", k, pattern, example)
+			}
+		}
+	}
+	return nil
+}
+
+// DeviceCgroupPolicy lists the device-cgroup rules plugins may add, as
+// "type major:minor access" ("c 10:229 rwm", "*" for any number). NRI does
+// not record which plugin adds such a rule, so the list holds for all.
+type DeviceCgroupPolicy struct {
+	Allowed []string `yaml:"allowed"`
+}
+
+// DeviceRule is a device-cgroup rule: type a, b or c, major and minor
+// (-1 for any) and access, a subset of "rwm".
+type DeviceRule struct {
+	Type         string
+	Major, Minor int64
+	Access       string
+}
+
+func (r DeviceRule) String() string {
+	num := func(n int64) string {
+		if n < 0 {
+			return "*"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	return fmt.Sprintf("%s %s:%s %s", r.Type, num(r.Major), num(r.Minor), r.Access)
+}
+
+// Covers reports whether r allows at least what other allows.
+func (r DeviceRule) Covers(other DeviceRule) bool {
+	covers := func(mine, theirs int64) bool { return mine < 0 || mine == theirs }
+	for _, c := range other.Access {
+		if !strings.ContainsRune(r.Access, c) {
+			return false
+		}
+	}
+	return (r.Type == "a" || r.Type == other.Type) && covers(r.Major, other.Major) && covers(r.Minor, other.Minor)
+}
+
+// ParseDeviceRule reads "type major:minor access".
+func ParseDeviceRule(s string) (DeviceRule, error) {
+	fail := fmt.Errorf("%q: expected a device-cgroup rule \"type major:minor access\" such as \"c 10:229 rwm\" (type a, b or c; * for any number)", s)
+	f := strings.Fields(s)
+	if len(f) != 3 || !slices.Contains([]string{"a", "b", "c"}, f[0]) || f[2] == "" || strings.Trim(f[2], "rwm") != "" {
+		return DeviceRule{}, fail
+	}
+	major, minor, ok := strings.Cut(f[1], ":")
+	num := func(s string) (int64, bool) {
+		if s == "*" {
+			return -1, true
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		return n, err == nil && n >= 0
+	}
+	maj, okMaj := num(major)
+	min, okMin := num(minor)
+	if !ok || !okMaj || !okMin {
+		return DeviceRule{}, fail
+	}
+	return DeviceRule{Type: f[0], Major: maj, Minor: min, Access: f[2]}, nil
+}
+
+// Allows reports whether plugins may add rule.
+func (p DeviceCgroupPolicy) Allows(rule DeviceRule) bool {
+	for _, s := range p.Allowed {
+		if allowed, err := ParseDeviceRule(s); err == nil && allowed.Covers(rule) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeniedEnv are the variables no plugin may set unless allowed: they make
+// the dynamic loader or the C library load code of the plugin's choosing
+// into every process of the container.
+var DeniedEnv = []string{"LD_*", "GCONV_PATH", "GLIBC_TUNABLES"}
+
+// EnvPolicy is what plugins may not set: DeniedEnv and Denied (path.Match
+// patterns of names), except what Plugins allows a plugin.
+type EnvPolicy struct {
+	Denied  []string            `yaml:"denied"`
+	Plugins map[string][]string `yaml:"plugins"`
+}
+
+// Allows reports whether the plugin may set the variable name.
+func (p EnvPolicy) Allows(plugin PluginID, name string) bool {
+	if (PluginPatterns{Plugins: p.Plugins}).Allows(plugin, name) {
+		return true
+	}
+	for _, pattern := range append(slices.Clone(DeniedEnv), p.Denied...) {
+		if ok, _ := path.Match(pattern, name); ok {
+			return false
+		}
+	}
+	return true
+}
+
+// RlimitPolicy caps the rlimits plugins may set, per type ("RLIMIT_NOFILE").
+// A type without a cap may only be lowered from what the container had.
+type RlimitPolicy struct {
+	Max map[string]uint64 `yaml:"max"`
+}
+
+// DefaultRlimitMax caps what the suite's plugins may need: the kernel's
+// default nr_open for open files.
+var DefaultRlimitMax = map[string]uint64{"RLIMIT_NOFILE": 1 << 20}
+
+// rlimitTypes are the OCI rlimit types.
+var rlimitTypes = []string{"RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_LOCKS",
+	"RLIMIT_MEMLOCK", "RLIMIT_MSGQUEUE", "RLIMIT_NICE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_RSS",
+	"RLIMIT_RTPRIO", "RLIMIT_RTTIME", "RLIMIT_SIGPENDING", "RLIMIT_STACK"}
+
+// Ceiling is the highest value plugins may set for an rlimit type; ok is
+// false when no cap is configured for it.
+func (p RlimitPolicy) Ceiling(typ string) (uint64, bool) {
+	if v, ok := p.Max[typ]; ok {
+		return v, true
+	}
+	v, ok := DefaultRlimitMax[typ]
+	return v, ok
+}
+
+func (v ValidatorFile) check() error {
+	for key, ids := range map[string][]string{
+		"validator.hook-plugins": v.HookPlugins, "validator.required-plugins": v.RequiredPlugins,
+	} {
+		for _, id := range ids {
+			if err := checkPluginID(key, id); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range v.AllowedSysctls {
+		if err := checkSysctlPattern(s); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		key, example string
+		patterns     PluginPatterns
+	}{
+		{"validator.devices", "/dev/fuse, /dev/dri/* or vendor.com/gpu=*", v.Devices},
+		{"validator.mounts", "/opt/drivers/* (a host path)", v.Mounts},
+		{"validator.env", "LD_LIBRARY_PATH or MY_*", PluginPatterns{Allowed: v.Env.Denied, Plugins: v.Env.Plugins}},
+	} {
+		if err := c.patterns.check(c.key, c.example); err != nil {
+			return err
+		}
+	}
+	for _, r := range v.DeviceCgroups.Allowed {
+		if _, err := ParseDeviceRule(r); err != nil {
+			return fmt.Errorf("validator.device-cgroups.allowed: %w", err)
+		}
+	}
+	for _, typ := range slices.Sorted(maps.Keys(v.Rlimits.Max)) {
+		if !slices.Contains(rlimitTypes, typ) {
+			return fmt.Errorf("validator.rlimits.max: unknown type %q: expected one of %s", typ, strings.Join(rlimitTypes, ", "))
+		}
+	}
+	return nil
+}
+
+// SysctlAllowed reports whether plugins may set the sysctl key.
+func (v ValidatorFile) SysctlAllowed(key string) bool {
+	if slices.Contains(SafeSysctls, key) {
+		return true
+	}
+	for _, p := range v.AllowedSysctls {
+		if p == key || strings.HasSuffix(p, ".*") && strings.HasPrefix(key, strings.TrimSuffix(p, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
+// SafeSysctls are the sysctls Kubernetes considers safe (namespaced and
+// isolated from the host and other pods): the validator allows plugins to set
+// them without configuration.
+var SafeSysctls = []string{
+	"kernel.shm_rmid_forced",
+	"net.ipv4.ip_local_port_range",
+	"net.ipv4.ip_local_reserved_ports",
+	"net.ipv4.ip_unprivileged_port_start",
+	"net.ipv4.ping_group_range",
+	"net.ipv4.tcp_fin_timeout",
+	"net.ipv4.tcp_keepalive_intvl",
+	"net.ipv4.tcp_keepalive_probes",
+	"net.ipv4.tcp_keepalive_time",
+	"net.ipv4.tcp_rmem",
+	"net.ipv4.tcp_syncookies",
+	"net.ipv4.tcp_wmem",
+}
