@@ -7,11 +7,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
@@ -33,13 +37,15 @@ type harnessNode struct {
 	cgroup string
 }
 
-func startHarness(t *testing.T) *harnessNode {
+// startHarness starts the plugin with the flags a test adds to the harness's.
+func startHarness(t *testing.T, args ...string) *harnessNode {
 	t.Helper()
 	n := &harnessNode{rt: harness.New(t), cgroup: t.TempDir()}
-	require.NoError(t, os.WriteFile(filepath.Join(n.cgroup, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(n.cgroup, "cgroup.controllers"), []byte("cpuset cpu memory pids\n"), 0o644))
 	n.plugin = n.rt.StartPlugin(t, harness.BuildPlugin(t, pluginPkg), "90", "stats",
 		harness.WithConfig("cache: 0s\n"),
-		harness.WithArgs("--log-level", "debug", "--http-addr", "127.0.0.1:0", "--stats-addr", "127.0.0.1:0", "--cgroup-root", n.cgroup))
+		harness.WithArgs(append([]string{"--log-level", "debug", "--http-addr", "127.0.0.1:0", "--stats-addr", "127.0.0.1:0",
+			"--cgroup-root", n.cgroup}, args...)...))
 	return n
 }
 
@@ -52,25 +58,41 @@ func (n *harnessNode) writeCgroup(t *testing.T, cgroupsPath string, cpuSeconds i
 	dir := filepath.Join(n.cgroup, name)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	for file, content := range map[string]string{
-		"cpu.stat":       fmt.Sprintf("usage_usec %d\nuser_usec 0\nsystem_usec 0\n", cpuSeconds*1e6),
-		"memory.current": "1048576\n",
-		"memory.stat":    "anon 1048576\ninactive_file 0\n",
+		"cpu.stat":              fmt.Sprintf("usage_usec %d\nuser_usec 0\nsystem_usec 0\n", cpuSeconds*1e6),
+		"memory.current":        "1048576\n",
+		"memory.stat":           "anon 1048576\ninactive_file 0\n",
+		"cpuset.cpus.effective": "0-1\n",
+		"cpuset.mems.effective": "0\n",
 	} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644))
 	}
 }
 
+// get GETs path from the stats listener, which must answer 200.
 func (n *harnessNode) get(t *testing.T, path string) string {
 	t.Helper()
-	addr := sandbox.LoggedAddr(n.plugin.Log(), statsListening)
-	require.NotEmpty(t, addr, "the plugin logs its stats address")
-	resp, err := http.Get("http://" + addr + path)
+	status, body := n.fetch(t, statsListening, path, "")
+	require.Equal(t, http.StatusOK, status, "%s: %s", path, body)
+	return body
+}
+
+// fetch GETs path from the listener whose address the plugin logged with
+// msg, with token as a bearer token unless it is empty.
+func (n *harnessNode) fetch(t *testing.T, msg, path, token string) (int, string) {
+	t.Helper()
+	addr := sandbox.LoggedAddr(n.plugin.Log(), msg)
+	require.NotEmpty(t, addr, "the plugin logs the address of %q", msg)
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, body)
-	return string(body)
+	return resp.StatusCode, string(body)
 }
 
 // pods returns namespace/pod -> container -> CPU seconds (-1: not read).
@@ -159,4 +181,75 @@ func TestBrokenCgroupIsCounted(t *testing.T) {
 
 	assert.Equal(t, map[string]map[string]float64{"default/web": {"app": 1, "broken": -1}}, n.pods(t))
 	assert.Regexp(t, `nri_suite_stats_collection_errors_total\{reason="cgroup_read"\} [1-9]`, n.get(t, "/metrics"))
+}
+
+// runnerServing starts the line the runner logs when its own listener
+// (--http-addr) serves.
+const runnerServing = "serving /metrics"
+
+// With a token, every series that names a pod, namespace or container is
+// served only behind it: the runner's /metrics, which has no
+// authentication, serves the plugin's own operational series alone.
+func TestContainerSeriesOnlyBehindTheToken(t *testing.T) {
+	const token = "s3cret"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+	n := startHarness(t, "--stats-token-file", tokenFile)
+	app := n.runPod(t, "web", "app").Container("app")
+	publishSuiteRecords(t, n.rt.SharedDir(), app.ID())
+
+	status, body := n.fetch(t, runnerServing, "/metrics", "")
+	require.Equal(t, http.StatusOK, status, body)
+	runner := parseText(t, []byte(body), "the runner's /metrics")
+	assert.Empty(t, containerFamilies(runner), "the runner's /metrics names no pod, namespace or container")
+	for _, name := range []string{"nri_suite_stats_requests_total", "nri_suite_stats_collection_duration_seconds",
+		"nri_suite_stats_containers", "nri_suite_stats_plugin_ready"} {
+		assert.Contains(t, runner, name, "the runner's /metrics keeps the operational series")
+	}
+
+	for _, path := range []string{"/metrics/cadvisor", "/metrics/resource", "/metrics", "/stats/pods"} {
+		status, _ := n.fetch(t, statsListening, path, "")
+		assert.Equal(t, http.StatusUnauthorized, status, "%s without the token", path)
+		status, _ = n.fetch(t, statsListening, path, "wrong")
+		assert.Equal(t, http.StatusUnauthorized, status, "%s with a wrong token", path)
+	}
+	served := map[string][]string{}
+	for _, path := range []string{"/metrics/cadvisor", "/metrics/resource", "/metrics"} {
+		status, body := n.fetch(t, statsListening, path, token)
+		require.Equal(t, http.StatusOK, status, "%s with the token: %s", path, body)
+		served[path] = containerFamilies(parseText(t, []byte(body), path))
+	}
+	assert.Contains(t, served["/metrics/cadvisor"], "container_cpu_usage_seconds_total")
+	assert.Contains(t, served["/metrics/resource"], "pod_cpu_usage_seconds_total")
+	assert.Subset(t, served["/metrics"], []string{"nri_suite_stats_container_cpuset_info", "nri_suite_stats_container_cpus",
+		"nri_suite_stats_container_placement_info", "nri_suite_stats_container_device_health"})
+	status, body = n.fetch(t, statsListening, "/stats/pods", token)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, app.ID())
+}
+
+// publishSuiteRecords publishes what topology-aware and device-injector
+// would for a container: its placement and the health of its device.
+func publishSuiteRecords(t *testing.T, dir, id string) {
+	t.Helper()
+	placements, err := state.PlacementRecords(dir)
+	require.NoError(t, err)
+	require.NoError(t, placements.Publish(id, state.PlacementRecord{ContainerID: id, Pool: "shared", CPUs: "0-1", Mems: "0"}))
+	health, err := state.ContainerHealthRecords(dir)
+	require.NoError(t, err)
+	require.NoError(t, health.Publish(id, state.ContainerHealth{ContainerID: id,
+		Resources: []state.ResourceHealth{{ResourceID: "example.com/gpu=0", Health: state.HealthHealthy}}}))
+}
+
+// containerFamilies are the families with a series labelled pod, namespace
+// or container, sorted.
+func containerFamilies(families map[string]*dto.MetricFamily) []string {
+	var names []string
+	for name, mf := range families {
+		if slices.ContainsFunc(labelNames(mf), func(l string) bool { return l == "pod" || l == "namespace" || l == "container" }) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }

@@ -19,7 +19,7 @@ func main() {
 		Server: server.Options{Addr: server.DefaultAddr}}
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "where the host's cgroups are mounted (v1 controllers, hybrid or v2)")
-		fs.StringVar(&opts.Server.Addr, "stats-addr", opts.Server.Addr, "address of /metrics/cadvisor, /metrics/resource, /metrics and /stats/pods; empty disables")
+		fs.StringVar(&opts.Server.Addr, "stats-addr", opts.Server.Addr, "address of /metrics/cadvisor, /metrics/resource, /metrics and /stats/pods, the only endpoints with container metrics; empty disables")
 		fs.StringVar(&opts.Server.TLSCert, "stats-tls-cert", "", "PEM certificate: serve the stats endpoints over TLS")
 		fs.StringVar(&opts.Server.TLSKey, "stats-tls-key", "", "PEM key of --stats-tls-cert")
 		fs.StringVar(&opts.Server.ClientCA, "stats-client-ca", "", "PEM CA bundle: require client certificates it signed (needs TLS)")

@@ -173,7 +173,8 @@ func (m *CAdvisor) Describe(ch chan<- *prometheus.Desc) {
 	ch <- startTimeDesc
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector: the series WriteText writes, by
+// way of a registry, which the tests hold WriteText's output against.
 func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
 	snap := m.c.Snapshot()
 	// Label values in cadvisorLabels order: container, id, image, name, namespace, pod.

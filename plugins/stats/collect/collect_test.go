@@ -301,7 +301,7 @@ func TestSuiteMetrics(t *testing.T) {
 	require.NoError(t, statuses.Publish("30-topology-aware", state.PluginStatus{Name: "topology-aware", Index: 30, Connected: true,
 		Ready: false, Updated: time.Unix(1_700_000_000, 0)}))
 
-	const want = `
+	const wantContainers = `
 # HELP nri_suite_stats_container_cpus Number of CPUs in a container's cgroup cpuset.
 # TYPE nri_suite_stats_container_cpus gauge
 nri_suite_stats_container_cpus{container="app",namespace="shop",pod="web"} 4
@@ -313,16 +313,22 @@ nri_suite_stats_container_device_health{container="app",health="Unknown",namespa
 # HELP nri_suite_stats_container_placement_info A container's placement as topology-aware published it: pool, CPUs, memory nodes and the NUMA affinity admitted; always 1.
 # TYPE nri_suite_stats_container_placement_info gauge
 nri_suite_stats_container_placement_info{container="app",cpus="1-3",mems="0",namespace="shop",numa_nodes="0",pod="web",pool="shared"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(NewSuiteContainers(n.c, "nri_suite_stats"), strings.NewReader(wantContainers),
+		"nri_suite_stats_container_cpus", "nri_suite_stats_container_device_health", "nri_suite_stats_container_placement_info"))
+	const wantNode = `
 # HELP nri_suite_stats_plugin_connected 1 when an nri-suite plugin's last status record says it is registered with the runtime, 0 otherwise.
 # TYPE nri_suite_stats_plugin_connected gauge
 nri_suite_stats_plugin_connected{index="30",plugin="topology-aware"} 1
 # HELP nri_suite_stats_plugin_ready 1 when an nri-suite plugin's last status record says it is registered and synchronized, 0 otherwise.
 # TYPE nri_suite_stats_plugin_ready gauge
 nri_suite_stats_plugin_ready{index="30",plugin="topology-aware"} 0
+# HELP nri_suite_stats_containers Running containers whose cgroups the last collection read.
+# TYPE nri_suite_stats_containers gauge
+nri_suite_stats_containers 1
 `
-	require.NoError(t, testutil.CollectAndCompare(NewSuite(n.c, "nri_suite_stats"), strings.NewReader(want),
-		"nri_suite_stats_container_cpus", "nri_suite_stats_container_device_health", "nri_suite_stats_container_placement_info",
-		"nri_suite_stats_plugin_connected", "nri_suite_stats_plugin_ready"))
+	require.NoError(t, testutil.CollectAndCompare(NewSuiteNode(n.c, "nri_suite_stats"), strings.NewReader(wantNode),
+		"nri_suite_stats_plugin_connected", "nri_suite_stats_plugin_ready", "nri_suite_stats_containers"))
 
 	report := NewReport(n.c.Snapshot())
 	require.Len(t, report.Pods, 1)

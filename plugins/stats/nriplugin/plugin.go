@@ -42,8 +42,8 @@ type Plugin struct {
 	server    *server.Server
 }
 
-// New detects the cgroup layout, registers the metrics on the runner's
-// registry (so they are on its /metrics too) and starts the stats endpoints.
+// New detects the cgroup layout, registers the operational metrics on the
+// runner's registry and starts the stats endpoints, which serve the rest.
 func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	layout, err := cgstats.Detect(opts.CgroupRoot)
 	if err != nil {
@@ -64,23 +64,25 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if p.collector, err = collect.New(p.inv, reader, copts, deps.MetricsNamespace, deps.Log); err != nil {
 		return nil, err
 	}
-	cadvisor, resource := collect.NewCAdvisor(p.collector), collect.NewResource(p.collector)
-	suite := collect.NewSuite(p.collector, deps.MetricsNamespace)
-	own := append([]prometheus.Collector{suite}, p.collector.Metrics()...)
-	if err := plugin.RegisterMetrics(deps.Registry, append(own, cadvisor)...); err != nil {
+	// The runner's listener has no authentication: it gets the series that
+	// name no pod, namespace or container, and only those. The others are
+	// served by the stats listener alone, behind its TLS and token.
+	operational := append([]prometheus.Collector{collect.NewSuiteNode(p.collector, deps.MetricsNamespace)}, p.collector.Metrics()...)
+	if err := plugin.RegisterMetrics(deps.Registry, operational...); err != nil {
 		return nil, fmt.Errorf("create stats plugin: %w", err)
 	}
 	deps.Log.WithFields(logrus.Fields{"mode": layout.Mode, "root": layout.Root, "unified": layout.Unified, "swap": swap}).
 		Info("reading container stats from the host's cgroups")
 	if opts.Server.Addr == "" {
+		deps.Log.Info("--stats-addr is empty: no container metrics are served")
 		return p, nil
 	}
 	suiteReg := prometheus.NewRegistry()
-	if err := plugin.RegisterMetrics(suiteReg, own...); err != nil {
+	if err := plugin.RegisterMetrics(suiteReg, append(operational, collect.NewSuiteContainers(p.collector, deps.MetricsNamespace))...); err != nil {
 		return nil, fmt.Errorf("create stats plugin: suite endpoint: %w", err)
 	}
 	p.server, err = server.Start(opts.Server, server.Endpoints{
-		CAdvisor: cadvisor, Resource: registryOf(resource), Suite: suiteReg,
+		CAdvisor: collect.NewCAdvisor(p.collector), Resource: registryOf(collect.NewResource(p.collector)), Suite: suiteReg,
 		Pods: func() any { return collect.NewReport(p.collector.Snapshot()) },
 	}, deps.Log)
 	if err != nil {
