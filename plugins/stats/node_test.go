@@ -84,6 +84,15 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 		assert.True(t, found, "/stats/pods lists the burner")
 	})
 
+	t.Run("RunnerServesNoContainerSeries", func(t *testing.T) {
+		body, err := sandbox.HTTPGet(n.ctx, "http://"+n.plugin.HTTPAddr()+"/metrics")
+		require.NoError(t, err)
+		runner := parseText(t, body, "the runner's /metrics")
+		assert.Empty(t, containerFamilies(runner), "the runner's /metrics names no pod, namespace or container")
+		assert.Contains(t, runner, "nri_suite_stats_plugin_ready")
+		assert.Contains(t, containerFamilies(n.ours(t, "/metrics")), "nri_suite_stats_container_cpuset_info")
+	})
+
 	t.Run("CPUBurnerRises", func(t *testing.T) {
 		first := n.cpu(t, burner)
 		n.poll(t, "the burner's CPU counter to rise by 0.5 s", func() error {
