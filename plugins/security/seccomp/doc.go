@@ -19,6 +19,9 @@
 //     (Reload's error, Status): refusing the profile would refuse every new container
 //     that names it because of a bad edit. A file that was never valid, and a removed
 //     file, cannot be used: such a request fails, and the plugin fails the container.
+//   - Profile files are read through an os.Root of the directory: a symlink that leads
+//     out of it is an invalid file, so that only what the directory holds is loaded; links
+//     inside it (a mounted ConfigMap's "..data") are followed.
 //   - Extra rules must name syscalls of the node's architecture, or they would silently do
 //     nothing. They take their syscalls out of every rule of the profile, whatever its
 //     action, because libseccomp refuses two actions for one syscall.

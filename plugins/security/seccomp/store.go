@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
@@ -129,13 +130,18 @@ func (s *Store) reload() (invalid []error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading seccomp profile directory %s: %w", s.dir, err)
 	}
+	root, err := os.OpenRoot(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading seccomp profile directory %s: %w", s.dir, err)
+	}
+	defer root.Close()
 	s.mu.RLock()
 	old := s.files
 	s.mu.RUnlock()
 
 	next := make(map[string]*entry, len(names))
 	for _, name := range names {
-		e := s.load(name, old[name])
+		e := s.load(root, name, old[name])
 		next[name] = e
 		if e.err != nil {
 			invalid = append(invalid, e.err)
@@ -196,8 +202,9 @@ func (s *Store) scan() ([]string, error) {
 	return names, err
 }
 
-// load reads and validates one file, keeping prev's valid version when it is invalid.
-func (s *Store) load(name string, prev *entry) *entry {
+// load reads and validates one file of root, keeping prev's valid version when it is
+// invalid.
+func (s *Store) load(root *os.Root, name string, prev *entry) *entry {
 	log := s.log.WithField("profile", name)
 	var kept *source
 	if prev != nil {
@@ -213,7 +220,7 @@ func (s *Store) load(name string, prev *entry) *entry {
 	if err := validateName(name); err != nil {
 		return fail([sha256.Size]byte{}, err)
 	}
-	data, err := readLimited(filepath.Join(s.dir, filepath.FromSlash(name)))
+	data, err := s.read(root, name)
 	if err != nil {
 		return fail([sha256.Size]byte{}, err)
 	}
@@ -233,12 +240,24 @@ func (s *Store) load(name string, prev *entry) *entry {
 	return &entry{hash: hash, good: src}
 }
 
-func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
+// read reads the profile file name of root. Root follows symlinks only as far as they
+// stay inside the directory, whatever a link is swapped for between the scan and the
+// read: a link that leads out is refused rather than loaded, as the file it leads to is
+// not the administrator's profile. Only the regular files are read: a FIFO would block
+// the reload, and with it the watch, until someone wrote to it.
+func (s *Store) read(root *os.Root, name string) ([]byte, error) {
+	f, err := s.open(root, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: not a regular file (%s)", ErrInvalidProfile, info.Mode().Type())
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxProfileSize+1))
 	if err != nil {
 		return nil, err
@@ -247,6 +266,32 @@ func readLimited(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidProfile, maxProfileSize)
 	}
 	return data, nil
+}
+
+// open opens name through root, without blocking on a FIFO. Root refuses every link
+// that leads out, and also absolute links, even those whose target is inside: when it
+// refuses, the path resolved on the host tells the two apart, naming where a link leads
+// out to, and an absolute link to inside the directory is opened at its target, through
+// root again.
+func (s *Store) open(root *os.Root, name string) (*os.File, error) {
+	const flags = os.O_RDONLY | syscall.O_NONBLOCK
+	f, openErr := root.OpenFile(name, flags, 0)
+	if openErr == nil {
+		return f, nil
+	}
+	dir, err := filepath.EvalSymlinks(s.dir)
+	if err != nil {
+		return nil, openErr
+	}
+	target, err := filepath.EvalSymlinks(filepath.Join(s.dir, filepath.FromSlash(name)))
+	if err != nil {
+		return nil, openErr
+	}
+	rel, err := filepath.Rel(dir, target)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("%w: it leads to %s, outside the profile directory", ErrInvalidProfile, target)
+	}
+	return root.OpenFile(rel, flags, 0)
 }
 
 // Build returns the NRI seccomp policy for a container: the requested profile for the
