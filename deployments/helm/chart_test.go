@@ -301,7 +301,7 @@ func TestChartNonDefaultValues(t *testing.T) {
 			"stats":          map[string]any{"enabled": false},
 			"topology-aware": map[string]any{"config": map[string]any{"reserved-cpus": "0,1", "topology-policy": "single-numa-node"}},
 			"security":       map[string]any{"validator": false, "profileDir": "/etc/nri-suite/seccomp"},
-			"device-injector": map[string]any{"resources": map[string]any{
+			"device-injector": map[string]any{"mountSourceDirs": []any{"/opt/models"}, "resources": map[string]any{
 				"requests": map[string]any{"cpu": "50m", "memory": "64Mi"}, "limits": map[string]any{"memory": "512Mi"}}},
 		},
 	})
@@ -331,6 +331,18 @@ func TestChartNonDefaultValues(t *testing.T) {
 	di := r.daemonSets["device-injector"].Spec.Template.Spec.Containers[0].Resources
 	assert.Equal(t, resource.MustParse("50m"), di.Requests[corev1.ResourceCPU])
 	assert.Equal(t, resource.MustParse("512Mi"), di.Limits[corev1.ResourceMemory])
+	needs = defaultNeeds()["device-injector"]
+	delete(needs.hostPaths, "/var/run/nri")
+	needs.hostPaths["/run/containerd/nri"] = "/run/containerd/nri"
+	needs.hostPaths["/opt/models"] = "/opt/models"
+	needs.writable = []string{"/run/containerd/nri", "/run/nri-suite"}
+	checkDaemonSet(t, "device-injector", r.daemonSets["device-injector"], needs)
+	for _, m := range r.daemonSets["device-injector"].Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.MountPath == "/opt/models" {
+			require.NotNil(t, m.MountPropagation)
+			assert.Equal(t, corev1.MountPropagationHostToContainer, *m.MountPropagation, "mounts the host makes in a mount source dir later are seen")
+		}
+	}
 }
 
 func TestChartRefusesBadValues(t *testing.T) {
