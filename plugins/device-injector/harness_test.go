@@ -138,7 +138,9 @@ func TestInjectsIntoTheSpec(t *testing.T) {
 }
 
 func TestAnnotationKeys(t *testing.T) {
-	n := startNode(t, "mode: plugin\npolicy:\n  default:\n    device-paths: [/dev/full]\n    mount-sources: [/opt/*]\n",
+	models, err := filepath.EvalSymlinks(t.TempDir()) // a mount source must exist
+	require.NoError(t, err)
+	n := startNode(t, "mode: plugin\npolicy:\n  default:\n    device-paths: [/dev/full]\n    mount-sources: ["+filepath.Dir(models)+"/*]\n",
 		map[string]string{"example.yaml": exampleSpec})
 	p := n.rt.RunPod(t, harness.ParsePod(t, podYAML("keys", `    cdi-devices.nri-suite.io/pod: example.com/dev=zero
     cdi-devices.nri-suite.io/container.a: example.com/dev=null
@@ -146,7 +148,7 @@ func TestAnnotationKeys(t *testing.T) {
     devices.noderesource.dev/container.c: |
       - path: /dev/full
     mounts.noderesource.dev/container.c: |
-      - {source: /opt/models, destination: /models, type: bind, options: [rbind, ro]}
+      - {source: `+models+`, destination: /models, type: bind, options: [rbind, ro]}
     cdi-devices.noderesource.dev/container.d: |
       - example.com/dev=null`, "a", "b", "c", "d")))
 
@@ -172,7 +174,7 @@ func TestAnnotationKeys(t *testing.T) {
 	}
 	m := p.Container("c").Spec().Mount("/models")
 	require.NotNil(t, m, "sample mount key")
-	assert.Equal(t, "/opt/models", m.Source)
+	assert.Equal(t, models, m.Source)
 	assert.Equal(t, []string{"rbind", "ro"}, m.Options)
 }
 
@@ -291,4 +293,75 @@ func resourceIDs(resources []state.ResourceHealth) []string {
 		ids = append(ids, r.ResourceID)
 	}
 	return ids
+}
+
+// TestMountSourcesAreResolved: a mount annotation's source is checked as the
+// host resolves it, `..` and symlinks included, and mounted as checked; its
+// destination stays out of what the runtime mounts itself; and it is a bind
+// mount, whose options cannot name other host paths. Every refusal names the
+// annotation. The policy allows the direct children of a temporary
+// directory, as `/opt/*` would.
+func TestMountSourcesAreResolved(t *testing.T) {
+	allowed, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	outside := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(allowed, "models"), 0o755))
+	require.NoError(t, os.Symlink("/", filepath.Join(allowed, "root")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(allowed, "elsewhere")))
+	require.NoError(t, os.Symlink("models", filepath.Join(allowed, "alias")))
+	n := startNode(t, fmt.Sprintf("mode: plugin\npolicy:\n  default:\n    mount-sources: [%q]\n", allowed+"/*"), nil)
+	const key = "mounts.noderesource.dev/container.app"
+	annotation := func(mount string) string { return fmt.Sprintf("    %s: '[%s]'", key, mount) }
+
+	for _, tc := range []struct {
+		name, mount string
+		want        []string // in the error, besides the annotation
+	}{
+		{"parent of the allowed directory", "{source: " + allowed + "/.., destination: /host, type: bind, options: [rbind, rw]}",
+			[]string{`source "` + allowed + `/.."`, "expected a clean absolute path"}},
+		{"up and elsewhere", "{source: " + allowed + "/./../etc, destination: /host, type: bind}",
+			[]string{"expected a clean absolute path"}},
+		{"symlink to /", "{source: " + allowed + "/root, destination: /host, type: bind}",
+			[]string{"source " + allowed + "/root is / on the host", "denied by policy", "policy.mount-sources allows " + allowed + "/*"}},
+		{"symlink out of the allowed directory", "{source: " + allowed + "/elsewhere, destination: /host, type: bind}",
+			[]string{"is " + outside + " on the host", "denied by policy"}},
+		{"relative source", "{source: models, destination: /host, type: bind}",
+			[]string{`source "models"`, "expected a clean absolute path"}},
+		{"missing source", "{source: " + allowed + "/absent, destination: /host, type: bind}",
+			[]string{"mount source not resolvable on the host", "no such file or directory"}},
+		{"destination /", "{source: " + allowed + "/models, destination: /, type: bind}",
+			[]string{"destination /:", "outside / itself and /proc, /sys, /dev"}},
+		{"destination in /proc", "{source: " + allowed + "/models, destination: /proc/sys/kernel, type: bind}",
+			[]string{"destination /proc/sys/kernel"}},
+		{"destination escaping", "{source: " + allowed + "/models, destination: /models/../dev/x, type: bind}",
+			[]string{`destination "/models/../dev/x"`, "expected a clean absolute path"}},
+		{"overlay naming another host path", "{source: " + allowed + "/models, destination: /host, type: overlay, options: [lowerdir=/]}",
+			[]string{`type "overlay"`, "expected a bind mount"}},
+		{"sysfs", "{source: " + allowed + "/models, destination: /host, type: sysfs}",
+			[]string{`type "sysfs"`, "expected a bind mount"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := n.rt.NewPod(t, harness.ParsePod(t, podYAML("refused", annotation(tc.mount), "app")))
+			err := n.rt.StartPod(p)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "annotation "+key+`="[`+tc.mount+`]"`, "the error names the annotation and its value")
+			for _, want := range tc.want {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+
+	t.Run("allowed", func(t *testing.T) {
+		p := n.rt.RunPod(t, harness.ParsePod(t, podYAML("allowed", annotation(
+			"{source: "+allowed+"/models, destination: /models, type: bind, options: [rbind, ro]}, "+
+				"{source: "+allowed+"/alias, destination: /alias, type: bind, options: [rbind, ro]}"), "app")))
+		spec := p.Container("app").Spec()
+		m := spec.Mount("/models")
+		require.NotNil(t, m)
+		assert.Equal(t, allowed+"/models", m.Source)
+		assert.Equal(t, []string{"rbind", "ro"}, m.Options)
+		m = spec.Mount("/alias")
+		require.NotNil(t, m, "a symlink inside the allowed directory")
+		assert.Equal(t, allowed+"/models", m.Source, "mounted as resolved, so that the runtime mounts what was checked")
+	})
 }

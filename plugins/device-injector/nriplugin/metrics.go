@@ -20,8 +20,9 @@ const (
 	kindMount = "mount"
 )
 
-// failureReasons map error classes to reason labels, first match wins;
-// other errors count as "other".
+// failureReasons map error classes to reason labels, first match wins; then
+// an annotation's error is "invalid-annotation" (refusals by policy name
+// their annotation too), and other errors count as "other".
 var failureReasons = []struct {
 	err    error
 	reason string
@@ -29,6 +30,7 @@ var failureReasons = []struct {
 	{config.ErrDenied, "policy"},
 	{resolve.ErrUnresolvable, "unresolvable"},
 	{ErrNoDevice, "missing-device"},
+	{ErrNoMountSource, "missing-mount-source"},
 	{ErrConflict, "conflict"},
 	{ErrUnsupported, "unsupported"},
 	{ErrPublish, "record"},
@@ -36,14 +38,14 @@ var failureReasons = []struct {
 }
 
 func failureReason(err error) string {
-	var annErr *request.Error
-	if errors.As(err, &annErr) {
-		return "invalid-annotation"
-	}
 	for _, r := range failureReasons {
 		if errors.Is(err, r.err) {
 			return r.reason
 		}
+	}
+	var annErr *request.Error
+	if errors.As(err, &annErr) {
+		return "invalid-annotation"
 	}
 	return "other"
 }
@@ -62,7 +64,7 @@ func newMetrics(namespace string) *metrics {
 		}, []string{"mode", "kind"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "failures_total",
-			Help: "Container creations failed, by reason (invalid-annotation, policy, unresolvable, missing-device, conflict, unsupported, unhealthy, record, other).",
+			Help: "Container creations failed, by reason (invalid-annotation, policy, unresolvable, missing-device, missing-mount-source, conflict, unsupported, unhealthy, record, other).",
 		}, []string{"reason"}),
 		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "record_errors_total",

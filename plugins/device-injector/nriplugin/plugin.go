@@ -203,7 +203,8 @@ func (p *Plugin) inject(cfg config.Config, mode config.Mode, pod *api.PodSandbox
 	if req.Empty() {
 		return nil, nil
 	}
-	if err := checkPolicy(cfg.Policy.For(id.Namespace), id.Namespace, req); err != nil {
+	mounts, err := checkPolicy(cfg.Policy.For(id.Namespace), id.Namespace, pod.GetAnnotations(), req)
+	if err != nil {
 		return nil, err
 	}
 	names := make([]string, len(req.CDI))
@@ -236,9 +237,8 @@ func (p *Plugin) inject(cfg config.Config, mode config.Mode, pod *api.PodSandbox
 		}
 		errs = append(errs, err)
 	}
-	for _, m := range req.Mounts {
-		mount := rspec.Mount{Source: m.Source, Destination: m.Destination, Type: m.Type, Options: m.Options}
-		errs = append(errs, pl.addMount(mount, source{name: "annotation " + m.Key}))
+	for i, m := range mounts {
+		errs = append(errs, pl.addMount(m, source{name: "annotation " + req.Mounts[i].Key}))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -250,19 +250,32 @@ func (p *Plugin) inject(cfg config.Config, mode config.Mode, pod *api.PodSandbox
 	}, nil
 }
 
-// checkPolicy checks everything asked for, reporting every refusal.
-func checkPolicy(rule config.Rule, namespace string, req request.Request) error {
+// checkPolicy checks everything asked for, reporting every refusal with the
+// annotation that asked, and returns the mounts as they are to be mounted:
+// their sources resolved on the host (hostMount).
+func checkPolicy(rule config.Rule, namespace string, annotations map[string]string, req request.Request) ([]rspec.Mount, error) {
 	var errs []error
+	refuse := func(key string, err error) {
+		if err != nil {
+			errs = append(errs, &request.Error{Key: key, Value: annotations[key], Err: err})
+		}
+	}
 	for _, c := range req.CDI {
-		errs = append(errs, rule.AllowCDI(namespace, c.Name))
+		refuse(c.Key, rule.AllowCDI(namespace, c.Name))
 	}
 	for _, d := range req.Devices {
-		errs = append(errs, rule.AllowDevicePath(namespace, d.Path))
+		refuse(d.Key, rule.AllowDevicePath(namespace, d.Path))
 	}
-	for _, m := range req.Mounts {
-		errs = append(errs, rule.AllowMountSource(namespace, m.Source))
+	mounts := make([]rspec.Mount, len(req.Mounts))
+	for i, m := range req.Mounts {
+		var err error
+		mounts[i], err = hostMount(rule, namespace, m)
+		refuse(m.Key, err)
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return mounts, nil
 }
 
 // locate describes the injected device nodes with their NUMA locality.

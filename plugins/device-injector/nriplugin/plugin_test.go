@@ -111,11 +111,13 @@ func (f *fixture) create(t *testing.T, p *api.PodSandbox, c *api.Container) (*ap
 }
 
 func TestCreateContainerPluginMode(t *testing.T) {
-	f := newFixture(t, "mode: plugin\npolicy:\n  default:\n    device-paths: [/dev/zero]\n    mount-sources: [/opt/*]\n")
+	data, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	f := newFixture(t, "mode: plugin\npolicy:\n  default:\n    device-paths: [/dev/zero]\n    mount-sources: ["+filepath.Dir(data)+"/*]\n")
 	adjust, err := f.create(t, pod("default", map[string]string{
 		"cdi-devices.nri-suite.io/container.app": "example.com/dev=null,example.com/dev=env-only",
 		"devices.nri-suite.io":                   "- path: /dev/zero\n",
-		"mounts.noderesource.dev":                "- {source: /opt/data, destination: /data, type: bind, options: [rbind]}\n",
+		"mounts.noderesource.dev":                "- {source: " + data + ", destination: /data, type: bind, options: [rbind]}\n",
 	}), container("ctr-1"))
 	require.NoError(t, err)
 	require.NotNil(t, adjust)
@@ -135,7 +137,7 @@ func TestCreateContainerPluginMode(t *testing.T) {
 	for _, m := range adjust.GetMounts() {
 		mounts[m.GetDestination()] = m.GetSource()
 	}
-	assert.Equal(t, map[string]string{"/opt/example": "/opt/example", "/data": "/opt/data"}, mounts)
+	assert.Equal(t, map[string]string{"/opt/example": "/opt/example", "/data": data}, mounts)
 	require.Len(t, adjust.GetHooks().GetCreateContainer(), 1)
 	assert.Equal(t, "/usr/bin/example-hook", adjust.GetHooks().GetCreateContainer()[0].GetPath())
 
@@ -237,8 +239,23 @@ func TestCreateContainerFailures(t *testing.T) {
 			reason: "policy", want: []string{"device /dev/zero", "policy.device-paths allows nothing"},
 		},
 		{
-			name: "mount denied by default", annotations: map[string]string{"mounts.noderesource.dev": "- {source: /, destination: /host}"},
-			reason: "policy", want: []string{"mount source /", "policy.mount-sources allows nothing"},
+			name: "mount denied by default", annotations: map[string]string{"mounts.noderesource.dev": "- {source: /, destination: /host, type: bind}"},
+			reason: "policy", want: []string{"annotation mounts.noderesource.dev=", "mount source /", "policy.mount-sources allows nothing"},
+		},
+		{
+			// /proc/self/root is a symlink to / on every Linux host.
+			name: "mount source a symlink out of the rule", config: "policy:\n  default:\n    mount-sources: [/proc/self/*]\n",
+			annotations: map[string]string{"mounts.noderesource.dev/pod": "- {source: /proc/self/root, destination: /host, type: bind}"},
+			reason:      "policy", want: []string{"annotation mounts.noderesource.dev/pod=", "source /proc/self/root is / on the host", "allows /proc/self/*"},
+		},
+		{
+			name: "mount source missing", config: "policy:\n  default:\n    mount-sources: [/*]\n",
+			annotations: map[string]string{"mounts.noderesource.dev": "- {source: /nri-suite-missing, destination: /x, type: bind}"},
+			reason:      "missing-mount-source", want: []string{"mounts.noderesource.dev", "mount source not resolvable on the host", "no such file"},
+		},
+		{
+			name: "mount over /dev", annotations: map[string]string{"mounts.noderesource.dev": "- {source: /, destination: /dev/x, type: bind}"},
+			reason: "invalid-annotation", want: []string{"destination /dev/x", "outside / itself"},
 		},
 		{
 			name: "unknown device", annotations: map[string]string{"cdi-devices.nri-suite.io": "example.com/dev=gpu9"},

@@ -262,8 +262,8 @@ func ParseDevices(value string) ([]Device, error) {
 }
 
 func (d Device) check() error {
-	if !filepath.IsAbs(d.Path) || filepath.Clean(d.Path) != d.Path {
-		return fmt.Errorf("path %q: expected a clean absolute path such as /dev/fuse", d.Path)
+	if err := checkPath("path", d.Path, "/dev/fuse"); err != nil {
+		return err
 	}
 	if d.Type != "" && d.Type != "c" && d.Type != "b" {
 		return fmt.Errorf("%s: type %q: expected c (char) or b (block)", d.Path, d.Type)
@@ -280,22 +280,59 @@ func (d Device) check() error {
 	return nil
 }
 
-// ParseMounts parses a YAML list of mounts; source and an absolute
-// destination are required.
+// ParseMounts parses a YAML list of mounts: bind mounts of a clean absolute
+// host path at a clean absolute path in the container (see Mount.check).
 func ParseMounts(value string) ([]Mount, error) {
 	var mounts []Mount
 	if err := decodeYAML(value, &mounts, "a YAML list of mounts such as [{source: /opt/x, destination: /x, type: bind, options: [rbind, ro]}]"); err != nil {
 		return nil, err
 	}
 	for i, m := range mounts {
-		if m.Source == "" {
-			return nil, fmt.Errorf("mount %d: empty source: expected a host path", i+1)
-		}
-		if !filepath.IsAbs(m.Destination) {
-			return nil, fmt.Errorf("mount %d: destination %q: expected an absolute path in the container", i+1, m.Destination)
+		if err := m.check(); err != nil {
+			return nil, fmt.Errorf("mount %d: %w", i+1, err)
 		}
 	}
 	return mounts, nil
+}
+
+// runtimeDirs are what the runtime mounts in every container itself; a mount
+// over or inside them would hide its masks and read-only files, or redirect
+// what the runtime writes there while it sets the container up.
+var runtimeDirs = []string{"/proc", "/sys", "/dev"}
+
+// check refuses what the policy's host path patterns could not vouch for: a
+// source that is not a clean absolute path (`..` would climb out of what a
+// pattern allows), a mount of another type than bind (its source is not a
+// host path, and its options can name others: overlay's lowerdir=/), and a
+// destination that is not a clean absolute path, is the container's root or
+// lies in runtimeDirs. Device nodes belong in the device annotations.
+func (m Mount) check() error {
+	if err := checkPath("source", m.Source, "/opt/models"); err != nil {
+		return err
+	}
+	if err := checkPath("destination", m.Destination, "/models"); err != nil {
+		return err
+	}
+	if m.Destination == "/" || slices.ContainsFunc(runtimeDirs, func(dir string) bool {
+		return m.Destination == dir || strings.HasPrefix(m.Destination, dir+"/")
+	}) {
+		return fmt.Errorf("destination %s: expected a path outside / itself and %s, which the runtime sets up",
+			m.Destination, strings.Join(runtimeDirs, ", "))
+	}
+	bind := m.Type == "bind" || m.Type == "" && (slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind"))
+	if !bind {
+		return fmt.Errorf("type %q with options %v: expected a bind mount (type bind, or options with bind or rbind) of a host path", m.Type, m.Options)
+	}
+	return nil
+}
+
+// checkPath refuses a path that is relative or not clean (`..`, `.`, `//`,
+// a trailing `/`); what names the field, example is one that would do.
+func checkPath(what, p, example string) error {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return fmt.Errorf("%s %q: expected a clean absolute path such as %s", what, p, example)
+	}
+	return nil
 }
 
 // decodeYAML decodes a single YAML document strictly: unknown fields are

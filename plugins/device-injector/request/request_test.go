@@ -2,6 +2,7 @@ package request
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,6 +92,19 @@ func TestParseDevicesAndMounts(t *testing.T) {
 	assert.Equal(t, []Mount{{Source: "/opt/x", Destination: "/x", Type: "bind", Options: []string{"rbind", "ro"}, Key: "mounts.noderesource.dev"}}, r.Mounts)
 }
 
+// TestParseBindMounts: the forms of a bind mount, and destinations that only
+// begin like the runtime's directories.
+func TestParseBindMounts(t *testing.T) {
+	mounts, err := ParseMounts(`
+- {source: /opt/a, destination: /a, type: bind}
+- {source: /opt/b, destination: /procfs, options: [rbind, ro]}
+- {source: /opt/c, destination: /devices/x, options: [bind]}
+- {source: /, destination: /system, type: bind}
+`)
+	require.NoError(t, err)
+	assert.Len(t, mounts, 4)
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -126,9 +140,33 @@ func TestParseErrors(t *testing.T) {
 		{"device wrong shape", map[string]string{"devices.nri-suite.io": "path: /dev/x"},
 			[]string{"a YAML list of devices"}},
 		{"mount without source", map[string]string{"mounts.noderesource.dev": "- {destination: /x}"},
-			[]string{"mounts.noderesource.dev", "mount 1", "empty source"}},
-		{"mount relative destination", map[string]string{"mounts.nri.io/pod": "- {source: /a, destination: x}"},
+			[]string{"mounts.noderesource.dev", "mount 1", `source ""`, "clean absolute path such as /opt/models"}},
+		{"mount relative source", map[string]string{"mounts.noderesource.dev": "- {source: opt/x, destination: /x, type: bind}"},
+			[]string{`source "opt/x"`, "clean absolute path"}},
+		{"mount source climbing out", map[string]string{"mounts.noderesource.dev": "- {source: /opt/.., destination: /x, type: bind}"},
+			[]string{`source "/opt/.."`, "clean absolute path"}},
+		{"mount source through . and ..", map[string]string{"mounts.noderesource.dev": "- {source: /opt/./../etc, destination: /x, type: bind}"},
+			[]string{`source "/opt/./../etc"`}},
+		{"mount relative destination", map[string]string{"mounts.nri.io/pod": "- {source: /a, destination: x, type: bind}"},
 			[]string{"mounts.nri.io/pod", `destination "x"`}},
+		{"mount destination climbing out", map[string]string{"mounts.noderesource.dev": "- {source: /a, destination: /x/../proc, type: bind}"},
+			[]string{`destination "/x/../proc"`, "clean absolute path"}},
+		{"mount over the root", map[string]string{"mounts.noderesource.dev": "- {source: /a, destination: /, type: bind}"},
+			[]string{"destination /:", "outside / itself and /proc, /sys, /dev"}},
+		{"mount in /proc", map[string]string{"mounts.noderesource.dev": "- {source: /a, destination: /proc/sys/kernel, type: bind}"},
+			[]string{"destination /proc/sys/kernel"}},
+		{"mount at /dev", map[string]string{"mounts.noderesource.dev": "- {source: /a, destination: /dev, type: bind}"},
+			[]string{"destination /dev:"}},
+		{"mount in /sys", map[string]string{"mounts.noderesource.dev": "- {source: /a, destination: /sys/fs/cgroup, type: bind}"},
+			[]string{"destination /sys/fs/cgroup"}},
+		{"second mount bad", map[string]string{"mounts.noderesource.dev": "- {source: /a, destination: /a, type: bind}\n- {source: /b, destination: /dev/b, type: bind}"},
+			[]string{"mount 2", "destination /dev/b"}},
+		{"overlay mount", map[string]string{"mounts.noderesource.dev": "- {source: /a, destination: /x, type: overlay, options: [lowerdir=/]}"},
+			[]string{`type "overlay"`, "[lowerdir=/]", "expected a bind mount"}},
+		{"no type and no bind option", map[string]string{"mounts.noderesource.dev": "- {source: /a, destination: /x, options: [ro]}"},
+			[]string{`type ""`, "expected a bind mount"}},
+		{"tmpfs", map[string]string{"mounts.noderesource.dev": "- {source: /a, destination: /x, type: tmpfs}"},
+			[]string{`type "tmpfs"`}},
 		{"every bad annotation is reported", map[string]string{
 			"cdi-devices.nri-suite.io": "bad",
 			"devices.nri-suite.io":     "- path: rel",
@@ -202,7 +240,11 @@ func FuzzParseDevices(f *testing.F) {
 }
 
 func FuzzParseMounts(f *testing.F) {
-	for _, s := range []string{"- {source: /a, destination: /b}", "- {source: /a, destination: b}", "- {destination: /b}", "[]", "x", "- {source: /a, destination: /b, options: [ro, rbind]}"} {
+	for _, s := range []string{"- {source: /a, destination: /b}", "- {source: /a, destination: b}", "- {destination: /b}", "[]", "x", "- {source: /a, destination: /b, options: [ro, rbind]}",
+		"- {source: /opt/.., destination: /b, type: bind}", "- {source: /opt/./../etc, destination: /b, type: bind}", "- {source: opt, destination: /b, type: bind}",
+		"- {source: /a, destination: /, type: bind}", "- {source: /a, destination: /proc/sys, type: bind}", "- {source: /a, destination: /b/../dev, type: bind}",
+		"- {source: /a, destination: /devx, type: bind}", "- {source: /a, destination: /b, type: overlay, options: [lowerdir=/]}", "- {source: /a, destination: /b, type: sysfs}",
+	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
@@ -211,8 +253,14 @@ func FuzzParseMounts(f *testing.F) {
 			return
 		}
 		for _, m := range mounts {
-			assert.NotEmpty(t, m.Source)
-			assert.True(t, strings.HasPrefix(m.Destination, "/"))
+			for _, p := range []string{m.Source, m.Destination} {
+				assert.True(t, filepath.IsAbs(p) && filepath.Clean(p) == p, "clean absolute: %q", p)
+			}
+			assert.NotEqual(t, "/", m.Destination)
+			for _, dir := range []string{"/proc", "/sys", "/dev"} {
+				assert.False(t, m.Destination == dir || strings.HasPrefix(m.Destination, dir+"/"), "destination %s", m.Destination)
+			}
+			assert.Contains(t, []string{"", "bind"}, m.Type)
 		}
 	})
 }
