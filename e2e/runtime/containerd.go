@@ -176,6 +176,16 @@ imports = [%[3]q]
         Root = %[9]q
         SystemdCgroup = false
 
+    # A second handler (a RuntimeClass's), the same runc under another name,
+    # so that tests can scope policies by runtime handler.
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[13]s]
+      runtime_type = 'io.containerd.runc.v2'
+
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[13]s.options]
+        BinaryName = %[8]q
+        Root = %[9]q
+        SystemdCgroup = false
+
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = 'overlayfs'
 
@@ -193,7 +203,8 @@ imports = [%[3]q]
 [plugins.'io.containerd.shim.v1.manager']
   socket_dir = %[12]q
 `, p.Root, p.State, filepath.Join(p.DropInDir, "*.toml"), p.Socket, p.Socket+".ttrpc",
-		filepath.Join(p.CNI, "bin"), filepath.Join(p.CNI, "net.d"), p.RuncPath, p.RuncRoot, p.PauseRef, p.Opt, p.ShimSock)
+		filepath.Join(p.CNI, "bin"), filepath.Join(p.CNI, "net.d"), p.RuncPath, p.RuncRoot, p.PauseRef, p.Opt, p.ShimSock,
+		AltRuntimeHandler)
 }
 
 // ContainerdNRIDropIn returns the containerd drop-in that the suite ships

@@ -221,6 +221,13 @@ func (c *CRI) Exec(ctx context.Context, id string, argv ...string) (string, erro
 // PodSandboxConfig (any value that encodes to its JSON form). It refuses on
 // a node with a kubelet, which would remove the pod (Options.NoKubelet).
 func (c *CRI) RunPodSandbox(ctx context.Context, config any) (string, error) {
+	return c.RunPodSandboxOn(ctx, config, "")
+}
+
+// RunPodSandboxOn runs a pod sandbox with the runtime handler of a
+// RuntimeClass ("" for the runtime's default, AltRuntimeHandler for the
+// sandbox's second one).
+func (c *CRI) RunPodSandboxOn(ctx context.Context, config any, handler string) (string, error) {
 	if c.kubeletOwned {
 		return "", fmt.Errorf("running pod sandbox through CRI: %w", errKubeletOwnsPods)
 	}
@@ -228,7 +235,11 @@ func (c *CRI) RunPodSandbox(ctx context.Context, config any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := c.Crictl(ctx, "runp", path)
+	args := []string{"runp", path}
+	if handler != "" {
+		args = []string{"runp", "--runtime", handler, path}
+	}
+	out, err := c.Crictl(ctx, args...)
 	if err != nil {
 		return "", fmt.Errorf("running pod sandbox: %w", err)
 	}

@@ -490,6 +490,15 @@ runtime_root = %[16]q
 monitor_path = %[17]q
 monitor_cgroup = "pod"
 
+# A second handler (a RuntimeClass's), the same runc under another name, so
+# that tests can scope policies by runtime handler.
+[crio.runtime.runtimes.%[24]s]
+runtime_path = %[15]q
+runtime_type = "oci"
+runtime_root = %[16]q
+monitor_path = %[17]q
+monitor_cgroup = "pod"
+
 [crio.image]
 pause_image = %[18]q
 signature_policy = %[19]q
@@ -503,7 +512,7 @@ plugin_dirs = [%[23]q]
 		p.Socket, p.PinnsPath, p.Namespaces, p.Exits, p.Attach, p.Hooks, p.Keys, p.IrqBalance,
 		p.RuncPath, p.RuncRoot, p.ConmonPath,
 		p.PauseRef, p.Policy, p.PolicyDir, p.Temp,
-		filepath.Join(p.CNI, "net.d"), filepath.Join(p.CNI, "bin"))
+		filepath.Join(p.CNI, "net.d"), filepath.Join(p.CNI, "bin"), AltRuntimeHandler)
 }
 
 // CRIONRIDropIn returns the crio.conf.d drop-in that the suite ships

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // httpTimeout bounds one request to something the sandbox serves on
@@ -54,4 +57,38 @@ func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 		return nil, fmt.Errorf("%s answered %s: %s", url, resp.Status, strings.TrimSpace(string(body[:min(len(body), 200)])))
 	}
 	return body, nil
+}
+
+// MetricValue scrapes the Prometheus text at url and returns the sum of the
+// counters or gauges of family name whose labels include every one of
+// labels: a test's view of a plugin's decisions.
+func MetricValue(ctx context.Context, url, name string, labels map[string]string) (float64, error) {
+	body, err := HTTPGet(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		return 0, fmt.Errorf("parsing the metrics of %s: %w", url, err)
+	}
+	fam, ok := families[name]
+	if !ok {
+		return 0, fmt.Errorf("%s serves no metric %s", url, name)
+	}
+	var sum float64
+	for _, m := range fam.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		matches := true
+		for k, v := range labels {
+			matches = matches && have[k] == v
+		}
+		if matches {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum, nil
 }

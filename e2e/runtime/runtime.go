@@ -77,6 +77,11 @@ func (n NRIConfig) deploymentPaths(cdiSpecDirs []string) deployments.Paths {
 
 // runtimes maps a runtime's name to its constructor; a new runtime adds itself
 // here and every table-driven test over RuntimeNames picks it up.
+// AltRuntimeHandler is the second runtime handler every sandbox runtime has
+// beside its default: the same runc under another name, as a RuntimeClass
+// would select (CRI.RunPodSandboxOn).
+const AltRuntimeHandler = "runc-alt"
+
 var runtimes = map[string]func() Runtime{
 	"containerd": func() Runtime { return NewContainerd() },
 	"crio":       func() Runtime { return NewCRIO() },

@@ -50,12 +50,18 @@ const (
 	// The seccomp rule is only audited in namespace tenants: on CRI-O
 	// v1.34.0 it refuses every container (it cannot confine them), which
 	// would hide the user-namespace rule.
-	nodeConfig = `rules:
-  seccomp: {namespaces: {tenants: audit}}
+	nodeConfig = `runtime-handlers: [` + sandbox.AltRuntimeHandler + `]
+rules:
+  seccomp: {namespaces: {tenants: audit, tenants-audit: audit}, runtime-handlers: {` + sandbox.AltRuntimeHandler + `: "off"}}
+  user-namespace: {namespaces: {tenants-audit: audit}}
 seccomp:
   profile-dir: %s
   complain: {pods: [%s/complain]}
-user-namespaces: {namespaces: [tenants]}
+user-namespaces:
+  namespaces: [tenants, tenants-audit]
+  # Without CNI these hosts run host-network pods only; step
+  # HostNetworkWithUserNamespace restarts the plugin without this.
+  allow-host-namespaces: [network]
 `
 )
 
@@ -63,6 +69,8 @@ type realNode struct {
 	t          *testing.T
 	ctx        context.Context
 	sb         *sandbox.Sandbox
+	security   *sandbox.Plugin
+	spec       sandbox.PluginSpec // the security plugin's
 	testPlugin *sandbox.Plugin
 	testBinary string
 }
@@ -79,11 +87,9 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 	require.NoError(t, os.WriteFile(filepath.Join(profiles, denyMkdirName), []byte(denyMkdir), 0o644))
 	// CRI-O v1.34's NRI has neither seccomp adjustments nor validation.
 	legacy := rt == "crio"
-	spec := sandbox.PluginSpec{Binary: harness.BuildPlugin(t, pluginPkg), Name: "security", Idx: "40",
+	n.spec = sandbox.PluginSpec{Binary: harness.BuildPlugin(t, pluginPkg), Name: "security", Idx: "40",
 		Config: fmt.Appendf(nil, nodeConfig, profiles, nodeNamespace)}
-	security, err := n.sb.StartPlugin(spec)
-	require.NoError(t, err)
-	require.NoError(t, security.WaitReady(n.ctx))
+	n.startSecurity(n.spec.Config)
 	n.startTestPlugin("env: {}\n")
 
 	named := map[string]string{"seccomp.nri-suite.io/container.main": denyMkdirName}
@@ -137,6 +143,73 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"0", fmt.Sprint(usernsHostID), "65536"}, strings.Fields(uidMap), "the container's uid map")
 	})
+	t.Run("Privileged", func(t *testing.T) { n.privileged(t, legacy) })
+	t.Run("HostNamespacesWithUserNamespace", func(t *testing.T) {
+		var impossible []string
+		for _, tc := range []struct {
+			name, field string
+			p           pod
+		}{
+			{"host-pid", "hostPID", pod{hostPID: true}},
+			{"host-ipc", "hostIPC", pod{hostIPC: true}},
+		} {
+			p := tc.p
+			p.name, p.namespace, p.userns, p.runtimeDefault = tc.name, "tenants", true, true
+			podConfig, ctrConfig := p.configs(n.sb)
+			podID, err := n.sb.CRI().RunPodSandbox(n.ctx, podConfig)
+			if err != nil && !legacy {
+				// containerd's sandbox container cannot mount /proc or
+				// /dev/mqueue in a user namespace that shares the host's PID
+				// or IPC namespace: such a pod never gets to its containers.
+				impossible = append(impossible, tc.field+": "+lastLine(criError(err)))
+				continue
+			}
+			require.NoError(t, err, "running the sandbox of pod %s", p.name)
+			_, err = n.sb.CRI().CreateContainer(n.ctx, podID, ctrConfig, podConfig)
+			require.Error(t, err)
+			assert.Contains(t, criError(err), `security rule user-namespace refused container tenants/`+tc.name+`/main: `+
+				`namespace "tenants" requires a user namespace (hostUsers: false), and a pod with one may not share the host's namespaces: `+
+				tc.field+`: true`)
+		}
+		if len(impossible) == 2 {
+			t.Skipf("the runtime cannot run these pods' sandboxes at all (the harness checks the refusal): %s", strings.Join(impossible, "; "))
+		}
+	})
+	t.Run("HostNetworkWithUserNamespace", func(t *testing.T) {
+		n.startSecurity([]byte(strings.Replace(string(n.spec.Config), "allow-host-namespaces: [network]", "", 1)))
+		defer n.startSecurity(n.spec.Config)
+		_, err := n.create(t, pod{name: "host-net", namespace: "tenants", userns: true, runtimeDefault: true})
+		require.Error(t, err)
+		assert.Contains(t, criError(err), `security rule user-namespace refused container tenants/host-net/main: `+
+			`namespace "tenants" requires a user namespace (hostUsers: false), and a pod with one may not share the host's namespaces: `+
+			`hostNetwork: true (network namespace: `)
+
+		audited := map[string]string{"rule": "user-namespace", "outcome": "audited"}
+		before := n.decisions(t, audited)
+		_, err = n.create(t, pod{name: "host-net", namespace: "tenants-audit", userns: true, runtimeDefault: true})
+		if err != nil {
+			// The plugin let it through; CRI-O cannot run it (step UserNamespace).
+			assert.NotContains(t, criError(err), "security rule", "audit mode let the pod through")
+		}
+		assert.Equal(t, before+1, n.decisions(t, audited), "audit mode counts the pod it would refuse")
+	})
+	t.Run("RuntimeHandler", func(t *testing.T) {
+		// rules.seccomp is off for the second handler only.
+		alt := n.run(t, pod{name: "alt-handler", unconfined: true, handler: sandbox.AltRuntimeHandler})
+		status, err := n.sb.ProcStatus(n.ctx, alt)
+		require.NoError(t, err)
+		assert.Equal(t, "0", status["Seccomp"], "the rule is off for pods of the second runtime handler")
+		if legacy {
+			_, err := n.create(t, pod{name: "default-handler", unconfined: true})
+			require.Error(t, err, "on the default handler the rule applies: it fails closed on CRI-O v1.34")
+			assert.Contains(t, criError(err), "security rule seccomp refused container")
+			return
+		}
+		def := n.run(t, pod{name: "default-handler", unconfined: true})
+		status, err = n.sb.ProcStatus(n.ctx, def)
+		require.NoError(t, err)
+		assert.Equal(t, "2", status["Seccomp"], "on the default handler the rule applies")
+	})
 	t.Run("Validator", func(t *testing.T) {
 		if legacy {
 			t.Skip("CRI-O v1.34.0's NRI has no validation: the plugin leaves it out there")
@@ -153,6 +226,78 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 		assert.Contains(t, criError(err), rejected+nodeNamespace+"/loosened/main: rule seccomp-adjustment: plugin 50-e2e-test "+
 			"set a seccomp policy that leaves the container unconfined")
 	})
+}
+
+// startSecurity (re)starts the security plugin with config.
+func (n *realNode) startSecurity(config []byte) {
+	n.t.Helper()
+	if n.security != nil {
+		n.security.Stop(5 * time.Second)
+	}
+	spec := n.spec
+	spec.Config = config
+	p, err := n.sb.StartPlugin(spec)
+	require.NoError(n.t, err)
+	require.NoError(n.t, p.WaitReady(n.ctx))
+	n.security = p
+}
+
+// decisions is the security plugin's nri_suite_security_decisions_total
+// with labels.
+func (n *realNode) decisions(t *testing.T, labels map[string]string) float64 {
+	t.Helper()
+	// Launched by the runtime, the plugin is relaunched (on a new port)
+	// whenever another plugin's start restarts the runtime.
+	require.NoError(t, n.security.WaitReady(n.ctx))
+	v, err := sandbox.MetricValue(n.ctx, "http://"+n.security.HTTPAddr()+"/metrics", "nri_suite_security_decisions_total", labels)
+	require.NoError(t, err)
+	return v
+}
+
+// privileged is step Privileged: a privileged kube-system pod is left as
+// the runtimes leave it (unconfined, mounts work) and counted; an
+// unprivileged pod beside it gets the default profile, and so does one that
+// tries to look privileged (annotations, the host's /dev, a device, an added
+// capability).
+func (n *realNode) privileged(t *testing.T, legacy bool) {
+	counted := map[string]string{"rule": "seccomp", "outcome": "exempt", "reason": "privileged"}
+	before := n.decisions(t, counted)
+	id, err := n.create(t, pod{name: "csi-node", namespace: "kube-system", privileged: true})
+	assert.Equal(t, before+1, n.decisions(t, counted), "the privileged container is counted as left unconfined")
+	if legacy {
+		// CRI-O gives a privileged container every capability it knows;
+		// these hosts lack CAP_SYS_RESOURCE, so runc cannot apply them.
+		require.Error(t, err, "CRI-O ran a privileged container here: make this step check it")
+		assert.NotContains(t, criError(err), "security", "the security plugin refused the privileged container")
+		t.Logf("CRI-O cannot run a privileged container on this host: %s", lastLine(criError(err)))
+	} else {
+		require.NoError(t, err)
+		require.NoError(t, n.sb.CRI().StartContainer(n.ctx, id))
+		status, err := n.sb.ProcStatus(n.ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, "0", status["Seccomp"], "no filter is loaded into the privileged container")
+		out, err := n.sb.CRI().Exec(n.ctx, id, "sh", "-c", "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m && grep -c ' /tmp/m tmpfs' /proc/mounts")
+		require.NoError(t, err, "mounting a tmpfs in the privileged container: %s", out)
+		assert.Equal(t, "1", strings.TrimSpace(out))
+	}
+
+	for _, p := range []pod{
+		{name: "plain", namespace: "kube-system", unconfined: true},
+		{name: "look-alike", namespace: "kube-system", unconfined: true, lookAlike: true},
+	} {
+		if legacy {
+			_, err := n.create(t, p)
+			require.Error(t, err, "pod %s: CRI-O v1.34 cannot confine it, so it is refused", p.name)
+			assert.Contains(t, criError(err), "security rule seccomp refused container kube-system/"+p.name+"/main: would run unconfined")
+			continue
+		}
+		id := n.run(t, p)
+		status, err := n.sb.ProcStatus(n.ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, "2", status["Seccomp"], "pod %s gets the runtime default profile", p.name)
+		out, err := n.sb.CRI().Exec(n.ctx, id, "sh", "-c", "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m")
+		assert.Error(t, err, "pod %s mounted a tmpfs: %s", p.name, out)
+	}
 }
 
 // startTestPlugin (re)starts the e2e test plugin with config. Launched by
@@ -173,12 +318,22 @@ const usernsHostID = 1 << 20
 
 // pod is a one-container ("main") host-network pod made through raw CRI.
 type pod struct {
-	name, namespace string
-	annotations     map[string]string
-	unconfined      bool // seccomp Unconfined, as the kubelet asks without a profile
-	runtimeDefault  bool // seccomp RuntimeDefault
-	userns          bool // a user namespace with 65536 ids from usernsHostID
+	name, namespace  string
+	annotations      map[string]string
+	unconfined       bool   // seccomp Unconfined, as the kubelet asks without a profile
+	runtimeDefault   bool   // seccomp RuntimeDefault
+	userns           bool   // a user namespace with 65536 ids from usernsHostID
+	privileged       bool   // privileged, as the kubelet asks for securityContext.privileged
+	hostPID, hostIPC bool   // the host's PID or IPC namespace
+	handler          string // the runtime handler; "" for the default
+	// lookAlike dresses an unprivileged pod up as privileged: annotations
+	// that say so, the host's /dev bound in, a device and CAP_SYS_ADMIN.
+	lookAlike bool
 }
+
+// lookAlikeAnnotations are what a pod might set to pass for privileged.
+var lookAlikeAnnotations = map[string]string{"io.kubernetes.cri-o.Privileged": "true", "privileged": "true",
+	"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}
 
 // configs are the CRI PodSandboxConfig and ContainerConfig of p, in their
 // JSON form.
@@ -190,19 +345,32 @@ func (p pod) configs(sb *sandbox.Sandbox) (podConfig, ctrConfig map[string]any) 
 	// Host network (2, NODE) and a PID namespace per container (1,
 	// CONTAINER), as runRawCRIPod in e2e/runtime explains.
 	options := map[string]any{"network": 2, "pid": 1}
+	if p.hostPID {
+		options["pid"] = 2
+	}
+	if p.hostIPC {
+		options["ipc"] = 2
+	}
 	if p.userns {
 		ids := []map[string]any{{"host_id": usernsHostID, "container_id": 0, "length": 65536}}
 		options["userns_options"] = map[string]any{"mode": 0, "uids": ids, "gids": ids}
 	}
+	annotations := p.annotations
+	if p.lookAlike {
+		annotations = lookAlikeAnnotations
+	}
 	podConfig = map[string]any{
 		"metadata":    map[string]any{"name": p.name, "namespace": ns, "uid": fmt.Sprintf("sec-%d", rand.Uint32()), "attempt": 0},
-		"annotations": p.annotations,
+		"annotations": annotations,
 		"linux": map[string]any{
 			"cgroup_parent":    sb.CgroupRoot() + "/" + p.name,
-			"security_context": map[string]any{"namespace_options": options},
+			"security_context": map[string]any{"namespace_options": options, "privileged": p.privileged},
 		},
 	}
-	security := map[string]any{"namespace_options": options}
+	security := map[string]any{"namespace_options": options, "privileged": p.privileged}
+	if p.lookAlike {
+		security["capabilities"] = map[string]any{"add_capabilities": []string{"SYS_ADMIN"}}
+	}
 	switch {
 	case p.unconfined:
 		security["seccomp"] = map[string]any{"profile_type": 1}
@@ -215,6 +383,11 @@ func (p pod) configs(sb *sandbox.Sandbox) (podConfig, ctrConfig map[string]any) 
 		"command":  []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"},
 		"labels":   map[string]string{sandbox.LabelContainerName: "main"},
 		"linux":    map[string]any{"security_context": security},
+	}
+	if p.lookAlike {
+		ctrConfig["annotations"] = lookAlikeAnnotations
+		ctrConfig["mounts"] = []map[string]any{{"container_path": "/host/dev", "host_path": "/dev"}}
+		ctrConfig["devices"] = []map[string]any{{"container_path": "/dev/xnull", "host_path": "/dev/null", "permissions": "rwm"}}
 	}
 	return podConfig, ctrConfig
 }
@@ -238,7 +411,7 @@ func lastLine(s string) string {
 func (n *realNode) create(t *testing.T, p pod) (string, error) {
 	t.Helper()
 	podConfig, ctrConfig := p.configs(n.sb)
-	podID, err := n.sb.CRI().RunPodSandbox(n.ctx, podConfig)
+	podID, err := n.sb.CRI().RunPodSandboxOn(n.ctx, podConfig, p.handler)
 	require.NoError(t, err, "running the sandbox of pod %s", p.name)
 	return n.sb.CRI().CreateContainer(n.ctx, podID, ctrConfig, podConfig)
 }
