@@ -232,4 +232,6 @@ func (c *Config) Mode(rule Rule, scope Scope) Mode { return c.modes[rule].For(sc
 
 // ExplicitMode is the mode of rule that the pod's runtime handler or
 // namespace sets; ok is false when only the rule's default applies.
-func (c *Config) ExplicitMode(rule Rule, scope Scope) (Mode, bool) { return c.modes[rule].Explicit(scope) }
+func (c *Config) ExplicitMode(rule Rule, scope Scope) (Mode, bool) {
+	return c.modes[rule].Explicit(scope)
+}

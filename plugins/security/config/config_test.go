@@ -61,7 +61,7 @@ func TestParse(t *testing.T) {
 		{RuleUserNamespace, Scope{Namespace: "tenants", RuntimeHandler: "kata"}, Off},
 		{RuleUserNamespace, Scope{Namespace: "tenants", RuntimeHandler: "runc2"}, Enforce},
 		{RuleHostNamespaces, ns("tenants"), Enforce},
-		{RuleHostNamespaces, Scope{Namespace: "tenants", RuntimeHandler: "runc2"}, Off, /* the handler beats the namespace */},
+		{RuleHostNamespaces, Scope{Namespace: "tenants", RuntimeHandler: "runc2"}, Off /* the handler beats the namespace */},
 		{RuleHostNamespaces, Scope{Namespace: "default", RuntimeHandler: "undeclared"}, Audit},
 	} {
 		assert.Equal(t, tc.want, cfg.Mode(tc.rule, tc.scope), "%s in %+v", tc.rule, tc.scope)

@@ -153,7 +153,7 @@ func TestCheck(t *testing.T) {
 		{name: "left unconfined as privileged, and privileged", own: Own{LeftPrivileged: true}, ctr: privilegedContainer(),
 			req: func(t *testing.T) *request { return newRequest(t, present...) }},
 		{name: "left unconfined as privileged, made to look so by a plugin", own: Own{LeftPrivileged: true},
-			req: func(t *testing.T) *request { return newRequest(t, present...) },
+			req:  func(t *testing.T) *request { return newRequest(t, present...) },
 			want: []Finding{{Rule: config.RuleSeccomp, Items: []string{"device-cgroup rules", "/sys mount"}}}},
 		{name: "namespace removed", req: func(t *testing.T) *request {
 			return newRequest(t, present...).namespace(other, &api.LinuxNamespace{Type: "network"}, true)
@@ -247,7 +247,6 @@ func TestUnconfined(t *testing.T) {
 	assert.True(t, Unconfined(&api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
 		Syscalls: []*api.LinuxSyscall{{Action: "SCMP_ACT_ERRNO"}}}), "a rule without names blocks nothing")
 }
-
 
 // privilegedContainer is what containerd and CRI-O make of a privileged container.
 func privilegedContainer() *api.Container {
