@@ -2,7 +2,10 @@ package main_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -200,4 +203,25 @@ func TestPluginIdentity(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProfileSymlinkOutOfDirectory: a profile that is a symlink to a file
+// outside the profile directory is not a profile of the directory: a pod
+// naming it is refused. Before, the link was followed and the file applied.
+func TestProfileSymlinkOutOfDirectory(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "allow-all.json")
+	require.NoError(t, os.WriteFile(outside, []byte(`{"defaultAction": "SCMP_ACT_ALLOW"}`), 0o644))
+	n := startNode(t, nodeOptions{config: "seccomp: {profile-dir: \"{{profiles}}\"}\n",
+		profiles: map[string]string{"inside.json": denyMkdir}})
+	require.NoError(t, os.Symlink(outside, filepath.Join(n.profiles, "escape.json")))
+	require.NoError(t, os.Symlink("inside.json", filepath.Join(n.profiles, "alias.json")))
+	const key = "seccomp.nri-suite.io/pod"
+	require.Eventually(t, func() bool {
+		_, err := n.create(t, podYAML("default", fmt.Sprintf("alias-%d", time.Now().UnixNano()), map[string]string{key: "alias.json"}))
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond, "a link inside the directory is a profile")
+
+	_, err := n.create(t, podYAML("default", "escape", map[string]string{key: "escape.json"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `annotation seccomp.nri-suite.io/pod="escape.json": want a valid profile in `)
 }
