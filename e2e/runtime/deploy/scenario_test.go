@@ -120,6 +120,20 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 			require.NoError(t, err)
 			assert.Equal(t, "2", status["Seccomp"], "container %s runs under a seccomp filter", c.Name)
 		}
+		// What every CNI, CSI and storage agent is: privileged, host
+		// network, kube-system. The shipped configuration leaves it as
+		// the runtime does.
+		agent := sandbox.BusyboxPod("csi-node")
+		agent.Namespace = "kube-system"
+		agent.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
+		require.NoError(t, sb.WritePod(agent))
+		c, err := sb.WaitContainer(ctx, "csi-node", "main")
+		require.NoError(t, err)
+		status, err := sb.ProcStatus(ctx, c.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "0", status["Seccomp"], "the privileged agent runs unconfined")
+		out, err := sb.CRI().Exec(ctx, c.ID, "sh", "-c", "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m")
+		assert.NoError(t, err, "the privileged agent mounts: %s", out)
 	})
 	t.Run("stats", func(t *testing.T) {
 		want := fmt.Sprintf(`pod=%q`, sb.PodName("web"))
