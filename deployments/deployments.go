@@ -25,6 +25,14 @@ const (
 	CRIO       = "crio"
 )
 
+// TolerateMissingPlugins is the pod annotation that the containerd drop-in
+// names as NRI's tolerate_missing_plugins_annotation: a pod that sets it
+// to "true" is created while a required plugin (security) is absent. NRI
+// looks it up as TolerateMissingPlugins+"/container.<name>", then
+// TolerateMissingPlugins+"/pod", then TolerateMissingPlugins. The suite's
+// own pods carry it, so that a node can bootstrap.
+const TolerateMissingPlugins = "tolerate-missing-plugins.nri-suite.io"
+
 // dropIns maps a runtime to its shipped drop-in and the file's name in the
 // repository (for error messages).
 var dropIns = map[string]struct{ file, content string }{

@@ -17,7 +17,7 @@ func BenchmarkCleanStateToRunningContainer(b *testing.B) {
 			log.SetLevel(logrus.WarnLevel)
 			for b.Loop() {
 				ctx := TestContext(b)
-				sb, err := Start(ctx, Options{Runtime: rt, Log: log})
+				sb, err := Start(ctx, Options{Runtime: rt, Log: log, TolerateMissingPlugins: true})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nri-suite/nri-suite/deployments"
 )
 
 // CRI talks to a runtime's CRI endpoint through crictl: what the sandbox
@@ -21,6 +23,9 @@ type CRI struct {
 	// (every 2 s) stops and removes every pod sandbox it did not create,
 	// "orphaned" ones, so a pod made here would die at a random moment.
 	kubeletOwned bool
+	// tolerate: pod configs get deployments.TolerateMissingPlugins
+	// (Options.TolerateMissingPlugins).
+	tolerate bool
 }
 
 // errKubeletOwnsPods is RunPodSandbox's refusal on a node with a kubelet.
@@ -28,14 +33,15 @@ var errKubeletOwnsPods = errors.New("the sandbox runs a kubelet, which stops eve
 	"at its next housekeeping (every 2 s): start the sandbox with Options.NoKubelet to run pods through CRI")
 
 // newCRI writes a crictl config for endpoint into dir; kubeletOwned says
-// that a kubelet manages the pods on that endpoint.
-func newCRI(crictl, endpoint, dir string, kubeletOwned bool) (*CRI, error) {
+// that a kubelet manages the pods on that endpoint, tolerate that pods
+// tolerate missing plugins.
+func newCRI(crictl, endpoint, dir string, kubeletOwned, tolerate bool) (*CRI, error) {
 	config := filepath.Join(dir, "crictl.yaml")
 	body := fmt.Sprintf("runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 30\n", endpoint, endpoint)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		return nil, fmt.Errorf("writing crictl config: %w", err)
 	}
-	return &CRI{crictl: crictl, config: config, dir: dir, kubeletOwned: kubeletOwned}, nil
+	return &CRI{crictl: crictl, config: config, dir: dir, kubeletOwned: kubeletOwned, tolerate: tolerate}, nil
 }
 
 // Crictl runs crictl with args against the sandbox's runtime and returns its
@@ -218,8 +224,9 @@ func (c *CRI) Exec(ctx context.Context, id string, argv ...string) (string, erro
 }
 
 // RunPodSandbox creates and starts a pod sandbox from a CRI
-// PodSandboxConfig (any value that encodes to its JSON form). It refuses on
-// a node with a kubelet, which would remove the pod (Options.NoKubelet).
+// PodSandboxConfig (any value that encodes to its JSON form), annotated as
+// Options.TolerateMissingPlugins says. It refuses on a node with a kubelet,
+// which would remove the pod (Options.NoKubelet).
 func (c *CRI) RunPodSandbox(ctx context.Context, config any) (string, error) {
 	return c.RunPodSandboxOn(ctx, config, "")
 }
@@ -231,7 +238,7 @@ func (c *CRI) RunPodSandboxOn(ctx context.Context, config any, handler string) (
 	if c.kubeletOwned {
 		return "", fmt.Errorf("running pod sandbox through CRI: %w", errKubeletOwnsPods)
 	}
-	path, err := c.writeRequest("pod", config)
+	path, err := c.writePodConfig(config)
 	if err != nil {
 		return "", err
 	}
@@ -253,7 +260,7 @@ func (c *CRI) CreateContainer(ctx context.Context, podID string, config, podConf
 	if err != nil {
 		return "", err
 	}
-	podPath, err := c.writeRequest("pod", podConfig)
+	podPath, err := c.writePodConfig(podConfig)
 	if err != nil {
 		return "", err
 	}
@@ -281,6 +288,41 @@ func (c *CRI) RemovePodSandbox(ctx context.Context, id string) error {
 		return fmt.Errorf("removing pod sandbox %s: %w", id, err)
 	}
 	return nil
+}
+
+// writePodConfig stores a PodSandboxConfig with writeRequest, annotated to
+// tolerate missing plugins when the sandbox says so.
+func (c *CRI) writePodConfig(config any) (string, error) {
+	if c.tolerate {
+		var err error
+		if config, err = withAnnotation(config, deployments.TolerateMissingPlugins, "true"); err != nil {
+			return "", fmt.Errorf("annotating pod config: %w", err)
+		}
+	}
+	return c.writeRequest("pod", config)
+}
+
+// withAnnotation returns config (any value that encodes to a CRI config's
+// JSON form) as a JSON object whose annotations hold key, set to value
+// unless config sets it already.
+func withAnnotation(config any, key, value string) (map[string]any, error) {
+	data, err := json.Marshal(config)
+	if err != nil {
+		return nil, err
+	}
+	var object map[string]any
+	if err := json.Unmarshal(data, &object); err != nil {
+		return nil, fmt.Errorf("config %s: expected a JSON object: %w", data, err)
+	}
+	annotations, _ := object["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+	}
+	if _, ok := annotations[key]; !ok {
+		annotations[key] = value
+	}
+	object["annotations"] = annotations
+	return object, nil
 }
 
 // writeRequest stores a CRI request as JSON for crictl to read.

@@ -2,12 +2,16 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/deployments"
 )
 
 func TestParseContainers(t *testing.T) {
@@ -49,7 +53,7 @@ func TestRunPodSandboxRefusedWithKubelet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cri, err := newCRI(filepath.Join(dir, "no-crictl"), "unix:///nonexistent.sock", dir, tt.kubeletOwned)
+			cri, err := newCRI(filepath.Join(dir, "no-crictl"), "unix:///nonexistent.sock", dir, tt.kubeletOwned, false)
 			require.NoError(t, err)
 			_, err = cri.RunPodSandbox(context.Background(), map[string]any{"metadata": map[string]any{"name": "p"}})
 			require.Error(t, err, "crictl does not exist, so the call fails either way")
@@ -57,4 +61,42 @@ func TestRunPodSandboxRefusedWithKubelet(t *testing.T) {
 			assert.ErrorContains(t, err, "running pod sandbox")
 		})
 	}
+}
+
+// With Options.TolerateMissingPlugins every pod config crictl gets carries
+// the annotation, next to the config's own, which wins over it; without,
+// the config is as given.
+func TestPodConfigTolerateMissingPlugins(t *testing.T) {
+	key := deployments.TolerateMissingPlugins
+	tests := []struct {
+		name     string
+		tolerate bool
+		config   map[string]any
+		want     map[string]any
+	}{
+		{name: "off", config: map[string]any{"annotations": map[string]any{"a": "b"}}, want: map[string]any{"a": "b"}},
+		{name: "no annotations", tolerate: true, config: map[string]any{"metadata": map[string]any{"name": "p"}},
+			want: map[string]any{key: "true"}},
+		{name: "null annotations", tolerate: true, config: map[string]any{"annotations": nil}, want: map[string]any{key: "true"}},
+		{name: "beside others", tolerate: true, config: map[string]any{"annotations": map[string]string{"a": "b"}},
+			want: map[string]any{"a": "b", key: "true"}},
+		{name: "the pod's own value", tolerate: true, config: map[string]any{"annotations": map[string]string{key: "false"}},
+			want: map[string]any{key: "false"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cri, err := newCRI("crictl", "unix:///nonexistent.sock", dir, false, tt.tolerate)
+			require.NoError(t, err)
+			path, err := cri.writePodConfig(tt.config)
+			require.NoError(t, err)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			var got map[string]any
+			require.NoError(t, json.Unmarshal(data, &got))
+			assert.Equal(t, tt.want, got["annotations"])
+		})
+	}
+	_, err := withAnnotation([]string{"not", "an", "object"}, key, "true")
+	assert.ErrorContains(t, err, `config ["not","an","object"]: expected a JSON object`)
 }

@@ -111,7 +111,7 @@ func testPluginEnv(t *testing.T, rt string) {
 	bin := requirePlugin(t)
 	preValue := "pre-" + strconv.FormatUint(rand.Uint64(), 36)
 	begin := time.Now()
-	sb := NewForTest(t, Options{Runtime: rt, PreRegistered: []PluginSpec{{
+	sb := NewForTest(t, Options{Runtime: rt, TolerateMissingPlugins: true, PreRegistered: []PluginSpec{{
 		Binary: bin, Name: "e2e-pre", Idx: "20",
 		Config: testPluginConfig(map[string]string{"NRI_SANDBOX_PRE": preValue}, ""),
 	}}})
@@ -218,7 +218,7 @@ func testRuntimeRestart(t *testing.T, rt string) {
 func runRuntimeRestart(t *testing.T, rt string, kind restartPods) {
 	RequirePrereqs(t, rt)
 	bin := requirePlugin(t)
-	sb := NewForTest(t, Options{Runtime: rt, NoKubelet: kind.noKubelet})
+	sb := NewForTest(t, Options{Runtime: rt, NoKubelet: kind.noKubelet, TolerateMissingPlugins: true})
 	ctx := TestContext(t)
 	// In the run dir: the plugin writes a last report when it is stopped at
 	// teardown, after a t.TempDir would be gone.
@@ -328,7 +328,7 @@ func runRawCRIPod(ctx context.Context, t *testing.T, sb *Sandbox, name, namespac
 
 func testKubeletQoS(t *testing.T, rt string) {
 	RequirePrereqs(t, rt)
-	sb := NewForTest(t, Options{Runtime: rt})
+	sb := NewForTest(t, Options{Runtime: rt, TolerateMissingPlugins: true})
 	ctx := TestContext(t)
 
 	// The kubelet works in an empty directory of its own: its container log
@@ -438,7 +438,7 @@ func testTeardownAfterCrash(t *testing.T, rt string) {
 	bin := requirePlugin(t)
 	sysctlsBefore := readSysctls(t)
 	ctx := TestContext(t)
-	sb, err := Start(ctx, Options{Runtime: rt, Log: TestLogger(t)})
+	sb, err := Start(ctx, Options{Runtime: rt, Log: TestLogger(t), TolerateMissingPlugins: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() }) // a net for failed requires; Close is idempotent
 

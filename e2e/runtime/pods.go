@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-suite/nri-suite/common/kubepod"
+	"github.com/nri-suite/nri-suite/deployments"
 )
 
 // DecodePod decodes a kubelet-style Pod manifest (YAML or JSON) the way the
@@ -114,7 +115,8 @@ func (s *Sandbox) manifestPath(name string) (string, error) {
 
 // WritePod puts a Pod manifest into the kubelet's static pod directory. The
 // file appears atomically (hidden temp file, then rename), so that the
-// kubelet never reads half of it.
+// kubelet never reads half of it. With Options.TolerateMissingPlugins the
+// manifest carries that annotation (pod itself is left as it is).
 func (s *Sandbox) WritePod(pod *corev1.Pod) error {
 	if err := CheckPod(pod); err != nil {
 		return err
@@ -125,6 +127,12 @@ func (s *Sandbox) WritePod(pod *corev1.Pod) error {
 	}
 	manifest := pod.DeepCopy()
 	manifest.Kind, manifest.APIVersion = "Pod", "v1"
+	if _, set := manifest.Annotations[deployments.TolerateMissingPlugins]; s.opts.TolerateMissingPlugins && !set {
+		if manifest.Annotations == nil {
+			manifest.Annotations = map[string]string{}
+		}
+		manifest.Annotations[deployments.TolerateMissingPlugins] = "true"
+	}
 	data, err := yaml.Marshal(manifest)
 	if err != nil {
 		return fmt.Errorf("encoding pod %s: %w", pod.Name, err)

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nri-suite/nri-suite/common/kubepod"
+	"github.com/nri-suite/nri-suite/deployments"
 )
 
 const validPod = `apiVersion: v1
@@ -132,4 +135,34 @@ func TestStaticPodsNeedKubelet(t *testing.T) {
 		})
 	}
 	assert.Empty(t, sb.KubeletLog(), "no kubelet, no kubelet log")
+}
+
+// With Options.TolerateMissingPlugins a static pod's manifest carries the
+// annotation, unless the pod sets it; the caller's pod is left as it was.
+func TestWritePodTolerateMissingPlugins(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		tolerate bool
+		own      map[string]string
+		want     map[string]string
+	}{
+		{name: "off"},
+		{name: "on", tolerate: true, want: map[string]string{deployments.TolerateMissingPlugins: "true"}},
+		{name: "the pod's own value", tolerate: true, own: map[string]string{deployments.TolerateMissingPlugins: "false"},
+			want: map[string]string{deployments.TolerateMissingPlugins: "false"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sb := &Sandbox{opts: Options{TolerateMissingPlugins: tt.tolerate}, kubelet: &kubelet{staticPods: dir}}
+			pod := BusyboxPod("web")
+			pod.Annotations = tt.own
+			require.NoError(t, sb.WritePod(pod))
+			assert.Equal(t, tt.own, pod.Annotations, "the caller's pod")
+			data, err := os.ReadFile(filepath.Join(dir, "web.yaml"))
+			require.NoError(t, err)
+			written, err := DecodePod(data)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, written.Annotations)
+		})
+	}
 }

@@ -44,6 +44,14 @@ type Options struct {
 	// did not create at its next housekeeping (every 2 s), so pods made
 	// through raw CRI need this; with a kubelet, CRI.RunPodSandbox refuses.
 	NoKubelet bool
+	// TolerateMissingPlugins marks every pod the sandbox makes (WritePod,
+	// CRI.RunPodSandbox and CreateContainer) with the annotation
+	// deployments.TolerateMissingPlugins: "true", unless the pod sets that
+	// key itself. The shipped containerd drop-in, which the sandbox runs as
+	// it is, refuses every other container while the security plugin is not
+	// connected: a scenario that does not start security sets this, as the
+	// suite's own pods carry the annotation.
+	TolerateMissingPlugins bool
 	// Log receives the sandbox's progress; default logrus' standard logger.
 	Log logrus.FieldLogger
 }
@@ -187,7 +195,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.cri, err = newCRI(s.opts.Cache.Bin("crictl"), s.rt.Endpoint(), filepath.Join(s.dir, "cri"), !s.opts.NoKubelet); err != nil {
+	if s.cri, err = newCRI(s.opts.Cache.Bin("crictl"), s.rt.Endpoint(), filepath.Join(s.dir, "cri"), !s.opts.NoKubelet, s.opts.TolerateMissingPlugins); err != nil {
 		return err
 	}
 	if s.opts.NoKubelet {

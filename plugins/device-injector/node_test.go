@@ -101,7 +101,11 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 	require.NoError(t, os.WriteFile(filepath.Join(hostData, nodeDataFile), []byte("from the host\n"), 0o644))
 	require.NoError(t, unix.Mknod(hostNode, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))), "mknod of the test's device node")
 
-	sb := sandbox.NewForTest(t, v.Options())
+	opts := v.Options()
+	// No security plugin runs here, which the shipped containerd drop-in
+	// requires: the test's pods tolerate its absence.
+	opts.TolerateMissingPlugins = true
+	sb := sandbox.NewForTest(t, opts)
 	ctx := sandbox.TestContext(t)
 	require.NoError(t, os.WriteFile(filepath.Join(sb.CDISpecDir(), "nri-suite-test.yaml"), []byte(realNodeSpec(hostNode, hostData)), 0o644))
 	binary := harness.BuildPlugin(t, pluginPkg)
