@@ -22,6 +22,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -44,17 +45,34 @@ const (
 type rendered struct {
 	daemonSets map[string]*appsv1.DaemonSet // by plugin
 	configMaps map[string]*corev1.ConfigMap // by plugin
-	text       string                       // the documents, in file and then document order
+	policies   []*admissionv1.ValidatingAdmissionPolicy
+	bindings   []*admissionv1.ValidatingAdmissionPolicyBinding
+	text       string // the documents, in file and then document order
 }
 
+// kubeVersion is the cluster's version the chart is rendered for: the
+// kubelet's that the real-node tests run. Helm's library defaults to 1.20.
+const kubeVersion = "v1.37.2"
+
 // render renders the chart with values over its defaults, as `helm
-// template` does, and decodes every object strictly.
+// template --kube-version` kubeVersion does, and decodes every object
+// strictly.
 func render(t *testing.T, values map[string]any) (*rendered, error) {
+	t.Helper()
+	return renderFor(t, kubeVersion, values)
+}
+
+// renderFor is render for a cluster of Kubernetes version (vMAJOR.MINOR.PATCH).
+func renderFor(t *testing.T, version string, values map[string]any) (*rendered, error) {
 	t.Helper()
 	chart, err := loader.Load(chartDir)
 	require.NoError(t, err)
+	kube, err := chartutil.ParseKubeVersion(version)
+	require.NoError(t, err)
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = *kube
 	vals, err := chartutil.ToRenderValues(chart, values,
-		chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, IsInstall: true}, chartutil.DefaultCapabilities)
+		chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, IsInstall: true}, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +142,18 @@ func (r *rendered) decode(doc string) error {
 			return err
 		}
 		r.configMaps[strings.TrimPrefix(cm.Labels["app.kubernetes.io/name"], "nri-")] = cm
+	case "admissionregistration.k8s.io/v1, Kind=ValidatingAdmissionPolicy":
+		p := &admissionv1.ValidatingAdmissionPolicy{}
+		if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
+			return err
+		}
+		r.policies = append(r.policies, p)
+	case "admissionregistration.k8s.io/v1, Kind=ValidatingAdmissionPolicyBinding":
+		b := &admissionv1.ValidatingAdmissionPolicyBinding{}
+		if err := yaml.UnmarshalStrict([]byte(doc), b); err != nil {
+			return err
+		}
+		r.bindings = append(r.bindings, b)
 	default:
 		return fmt.Errorf("unexpected object %s", meta.GroupVersionKind())
 	}
@@ -365,6 +395,10 @@ func TestChartRefusesBadValues(t *testing.T) {
 			wantErr: []string{"/nri/socketDir"}},
 		{name: "unknown plugin key", values: map[string]any{"plugins": map[string]any{"stats": map[string]any{"replicas": 2}}},
 			wantErr: []string{"replicas"}},
+		{name: "bad tolerating namespace", values: map[string]any{"tolerateMissingPlugins": map[string]any{"namespaces": []any{"Kube_System"}}},
+			wantErr: []string{"/tolerateMissingPlugins/namespaces/0", "Kube_System"}},
+		{name: "unknown tolerateMissingPlugins key", values: map[string]any{"tolerateMissingPlugins": map[string]any{"webhook": true}},
+			wantErr: []string{"webhook"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -39,3 +39,10 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/* The annotation that lets a pod's containers be created while security is
+not connected: NRI's tolerate_missing_plugins_annotation in the containerd
+drop-in. */}}
+{{- define "nri-suite.tolerateKey" -}}
+tolerate-missing-plugins.nri-suite.io
+{{- end -}}
