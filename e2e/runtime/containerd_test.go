@@ -48,6 +48,10 @@ func TestContainerdConfigMergesDropIn(t *testing.T) {
 		"plugin_registration_timeout = '5s'",
 		"plugin_request_timeout = '2s'",
 		"disable_connections = false",
+		// Only the keys containerd knows appear: a misspelt one would not.
+		"[plugins.'io.containerd.nri.v1.nri'.default_validator]\n      enable = true\n",
+		"required_plugins = ['security']",
+		"tolerate_missing_plugins_annotation = 'tolerate-missing-plugins.nri-suite.io'",
 	} {
 		assert.Contains(t, dump, want)
 	}

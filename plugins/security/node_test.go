@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-suite/nri-suite/deployments"
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
@@ -226,6 +227,45 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 		assert.Contains(t, criError(err), rejected+nodeNamespace+"/loosened/main: rule seccomp-adjustment: plugin 50-e2e-test "+
 			"set a seccomp policy that leaves the container unconfined")
 	})
+	// 5. Fail closed: with security stopped, as after a crash, containerd
+	// (its shipped drop-in's NRI default validator) refuses the next
+	// container, naming security; a pod with the tolerate annotation, as the
+	// suite's own pods have, starts unconfined; once security runs again,
+	// the next container is confined. CRI-O v1.34.0 has no NRI validation: it runs the container
+	// unconfined (deployments/crio/README.md says so).
+	t.Run("FailClosed", func(t *testing.T) {
+		security.Stop(5 * time.Second)
+		if legacy {
+			id := n.run(t, pod{name: "unguarded", unconfined: true})
+			assert.Equal(t, "0", n.seccompMode(t, id), "CRI-O v1.34.0 runs the container without security, unconfined")
+		} else {
+			_, err := n.create(t, pod{name: "unguarded", unconfined: true})
+			require.Error(t, err, "containerd created a container while security was stopped")
+			assert.Contains(t, criError(err), `validator "00-default-validator" rejected container adjustment, reason: `+
+				`validation error: required plugin "security" not present`)
+		}
+		suite := n.run(t, pod{name: "suite", unconfined: true, annotations: map[string]string{deployments.TolerateMissingPlugins: "true"}})
+		assert.Equal(t, "0", n.seccompMode(t, suite), "the tolerating pod ran without security")
+
+		restarted, err := n.sb.StartPlugin(spec)
+		require.NoError(t, err)
+		require.NoError(t, restarted.WaitReady(n.ctx))
+		if legacy {
+			_, err := n.create(t, pod{name: "guarded", unconfined: true})
+			assert.Contains(t, criError(err), "security rule seccomp refused container "+nodeNamespace+"/guarded/main", "security is back")
+			return
+		}
+		assert.Equal(t, "2", n.seccompMode(t, n.run(t, pod{name: "guarded", unconfined: true})), "security confines the next container")
+	})
+}
+
+// seccompMode is the Seccomp field of /proc/self/status in container id:
+// "0" unconfined, "2" under a filter.
+func (n *realNode) seccompMode(t *testing.T, id string) string {
+	t.Helper()
+	status, err := n.sb.ProcStatus(n.ctx, id)
+	require.NoError(t, err)
+	return status["Seccomp"]
 }
 
 // startSecurity (re)starts the security plugin with config.
