@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
 )
 
 var (
@@ -26,12 +28,9 @@ const (
 )
 
 // TolerateMissingPlugins is the pod annotation that the containerd drop-in
-// names as NRI's tolerate_missing_plugins_annotation: a pod that sets it
-// to "true" is created while a required plugin (security) is absent. NRI
-// looks it up as TolerateMissingPlugins+"/container.<name>", then
-// TolerateMissingPlugins+"/pod", then TolerateMissingPlugins. The suite's
-// own pods carry it, so that a node can bootstrap.
-const TolerateMissingPlugins = "tolerate-missing-plugins.nri-suite.io"
+// names as NRI's tolerate_missing_plugins_annotation (see
+// k8s.TolerateMissingPluginsAnnotation).
+const TolerateMissingPlugins = k8s.TolerateMissingPluginsAnnotation
 
 // dropIns maps a runtime to its shipped drop-in and the file's name in the
 // repository (for error messages).

@@ -311,7 +311,9 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 	}
 }
 
-// Both ways of installing configure security alike by default.
+// Both ways of installing configure security alike by default, but for
+// the chart's own pods: they carry the tolerate annotation, which security
+// allows in the release namespace only (and where the values add).
 func TestChartSecurityConfigIsThePreRegisteredOne(t *testing.T) {
 	r, err := render(t, nil)
 	require.NoError(t, err)
@@ -320,7 +322,20 @@ func TestChartSecurityConfigIsThePreRegisteredOne(t *testing.T) {
 	var fromChart, fromFile map[string]any
 	require.NoError(t, yaml.UnmarshalStrict([]byte(r.configMaps["security"].Data["config.yaml"]), &fromChart))
 	require.NoError(t, yaml.UnmarshalStrict(shipped, &fromFile))
+	fromFile["rules"] = map[string]any{"tolerate-missing-plugins": map[string]any{"namespaces": map[string]any{"kube-system": "off"}}}
 	assert.Equal(t, fromFile, fromChart)
+
+	r, err = render(t, map[string]any{
+		"tolerateMissingPlugins": map[string]any{"namespaces": []any{"storage"}},
+		"plugins": map[string]any{"security": map[string]any{"config": map[string]any{
+			"rules": map[string]any{"seccomp": "audit", "tolerate-missing-plugins": map[string]any{"namespaces": map[string]any{"storage": "audit"}}}}}},
+	})
+	require.NoError(t, err)
+	fromChart = nil
+	require.NoError(t, yaml.UnmarshalStrict([]byte(r.configMaps["security"].Data["config.yaml"]), &fromChart))
+	assert.Equal(t, map[string]any{"seccomp": "audit", "tolerate-missing-plugins": map[string]any{
+		"namespaces": map[string]any{"kube-system": "off", "storage": "audit"}}}, fromChart["rules"],
+		"the chart adds its namespaces; what the values set wins")
 }
 
 func TestChartNonDefaultValues(t *testing.T) {

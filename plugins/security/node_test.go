@@ -33,8 +33,17 @@ import (
 //     without one and runs with one (on containerd: CRI-O cannot mount sysfs
 //     in a user namespace of a host-network pod, the only kind these hosts
 //     run without CNI).
-//  4. Validator: the test plugin adding an OCI hook, then setting seccomp
+//  4. Privileged: a privileged kube-system pod is left unconfined and
+//     mounts; a plain and a look-alike pod beside it are confined.
+//  5. Host namespaces with user namespaces: hostPID, hostIPC and
+//     hostNetwork pods of a namespace that requires a user namespace are
+//     refused naming the field, and audited in audit mode.
+//  6. RuntimeHandler: a rule off for the second runtime handler leaves its
+//     pods alone, and only them.
+//  7. Validator: the test plugin adding an OCI hook, then setting seccomp
 //     unconfined, is refused with the validator's reason.
+//  8. FailClosed: with security stopped, containerd refuses containers but
+//     those of pods that tolerate its absence.
 //
 // CRI-O v1.34.0 vendors an NRI without seccomp adjustments and without
 // validation (NRI v0.9.1-0.20250219): there the plugin must leave validation
@@ -227,14 +236,14 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 		assert.Contains(t, criError(err), rejected+nodeNamespace+"/loosened/main: rule seccomp-adjustment: plugin 50-e2e-test "+
 			"set a seccomp policy that leaves the container unconfined")
 	})
-	// 5. Fail closed: with security stopped, as after a crash, containerd
+	// Fail closed: with security stopped, as after a crash, containerd
 	// (its shipped drop-in's NRI default validator) refuses the next
 	// container, naming security; a pod with the tolerate annotation, as the
 	// suite's own pods have, starts unconfined; once security runs again,
 	// the next container is confined. CRI-O v1.34.0 has no NRI validation: it runs the container
 	// unconfined (deployments/crio/README.md says so).
 	t.Run("FailClosed", func(t *testing.T) {
-		security.Stop(5 * time.Second)
+		n.security.Stop(5 * time.Second)
 		if legacy {
 			id := n.run(t, pod{name: "unguarded", unconfined: true})
 			assert.Equal(t, "0", n.seccompMode(t, id), "CRI-O v1.34.0 runs the container without security, unconfined")
@@ -247,9 +256,8 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 		suite := n.run(t, pod{name: "suite", unconfined: true, annotations: map[string]string{deployments.TolerateMissingPlugins: "true"}})
 		assert.Equal(t, "0", n.seccompMode(t, suite), "the tolerating pod ran without security")
 
-		restarted, err := n.sb.StartPlugin(spec)
-		require.NoError(t, err)
-		require.NoError(t, restarted.WaitReady(n.ctx))
+		n.security = nil
+		n.startSecurity(n.spec.Config)
 		if legacy {
 			_, err := n.create(t, pod{name: "guarded", unconfined: true})
 			assert.Contains(t, criError(err), "security rule seccomp refused container "+nodeNamespace+"/guarded/main", "security is back")

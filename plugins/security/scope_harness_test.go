@@ -225,3 +225,35 @@ func TestProfileSymlinkOutOfDirectory(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `annotation seccomp.nri-suite.io/pod="escape.json": want a valid profile in `)
 }
+
+// TestTolerateMissingPlugins: the annotation that lets a pod start while
+// security is absent (containerd's required-plugins validator) is the
+// suite's and the node administrator's only.
+func TestTolerateMissingPlugins(t *testing.T) {
+	n := startNode(t, nodeOptions{config: "rules: {tolerate-missing-plugins: {namespaces: {nri-suite: \"off\"}}}\n"})
+	const key = "tolerate-missing-plugins.nri-suite.io"
+	for _, tc := range []struct {
+		namespace   string
+		annotations map[string]string
+		wantErr     string
+	}{
+		{namespace: "default", annotations: map[string]string{key: "true"},
+			wantErr: `security rule tolerate-missing-plugins refused container default/pod-0/app: annotation ` + key + `="true" would let the pod start ` +
+				`without the security plugin (containerd's required-plugins validator): it is allowed in static pods and where rules.tolerate-missing-plugins is off only`},
+		{namespace: "default", annotations: map[string]string{key + "/container.app": "false"}, wantErr: `annotation ` + key + `/container.app="false"`},
+		{namespace: "nri-suite", annotations: map[string]string{key: "true"}},
+		{namespace: "kube-system", annotations: map[string]string{key + "/pod": "true", "kubernetes.io/config.source": "file"}},
+		{namespace: "default", annotations: map[string]string{key: "true", "kubernetes.io/config.source": "api"}, wantErr: "rules.tolerate-missing-plugins"},
+		{namespace: "default"},
+	} {
+		t.Run(tc.namespace, func(t *testing.T) {
+			_, err := n.create(t, podYAML(tc.namespace, "pod-0", tc.annotations))
+			if tc.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.wantErr)
+		})
+	}
+}

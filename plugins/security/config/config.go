@@ -19,7 +19,7 @@ import (
 // Rule names one check the plugin makes.
 type Rule string
 
-// The rules. The first two act in CreateContainer on the container being
+// The rules. The first three act in CreateContainer on the container being
 // created; the others judge, in ValidateContainerAdjustment, what the other
 // plugins did to it (and, for host-namespaces, what the pod itself asks).
 const (
@@ -27,6 +27,11 @@ const (
 	// that would run unconfined, a named profile when annotated; and decides
 	// about privileged containers (seccomp.privileged).
 	RuleSeccomp Rule = "seccomp"
+	// RuleTolerateMissingPlugins refuses a pod that opts out of the
+	// runtime's required-plugins validator (the annotation
+	// k8s.TolerateMissingPluginsAnnotation) where it may not: anywhere but
+	// static pods and the namespaces where the rule is off (the suite's own).
+	RuleTolerateMissingPlugins Rule = "tolerate-missing-plugins"
 	// RuleUserNamespace refuses a container without a user namespace, or
 	// sharing the host's network, PID or IPC namespace, in a pod that policy
 	// says must have one.
@@ -71,7 +76,7 @@ var ValidatorRules = []Rule{RuleOCIHooks, RuleSeccompAdjustment, RuleHostNamespa
 	RuleRequiredPlugins, RulePluginIdentity}
 
 // Rules lists every rule, in the order the README documents them.
-var Rules = append([]Rule{RuleSeccomp, RuleUserNamespace}, ValidatorRules...)
+var Rules = append([]Rule{RuleSeccomp, RuleUserNamespace, RuleTolerateMissingPlugins}, ValidatorRules...)
 
 // Mode is what a rule does when it finds something.
 type Mode string

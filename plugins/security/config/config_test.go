@@ -155,7 +155,7 @@ func TestParseErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown rule", "rules: {seccomp-default: {mode: audit}}\n",
-			`config cfg.yaml: rules: unknown rule "seccomp-default": expected one of seccomp, user-namespace, oci-hooks`},
+			`config cfg.yaml: rules: unknown rule "seccomp-default": expected one of seccomp, user-namespace, tolerate-missing-plugins, oci-hooks`},
 		{"unknown mode", "rules: {seccomp: {mode: warn}}\n",
 			`rules.seccomp.mode: "warn": expected one of enforce, audit, off`},
 		{"unknown namespace mode", "rules: {sysctls: {namespaces: {prod: strict}}}\n",

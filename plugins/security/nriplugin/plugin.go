@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -189,6 +190,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err := p.checkHostNamespaces(id, scope, ctr); err != nil {
 		return nil, nil, err
 	}
+	if err := p.checkTolerateMissingPlugins(id, scope, pod); err != nil {
+		return nil, nil, err
+	}
 	policy, own, err := p.confine(id, scope, pod, ctr)
 	if err != nil {
 		return nil, nil, err
@@ -256,6 +260,24 @@ func (p *Plugin) checkHostNamespaces(id k8s.Identity, scope config.Scope, ctr *a
 	}
 	return p.judge(config.RuleHostNamespaces, mode, reasonPodHostNamespaces, id,
 		fmt.Errorf("the pod shares the host's namespaces: %s", strings.Join(fields, ", ")))
+}
+
+// checkTolerateMissingPlugins refuses a pod that opts out of containerd's
+// required-plugins validator (the suite's drop-in), which would let it
+// start while this plugin is absent, where it may not: any pod can set an
+// annotation, so only static pods (written by the node's administrator) and
+// the namespaces where the rule is off (the suite's own DaemonSets') may.
+func (p *Plugin) checkTolerateMissingPlugins(id k8s.Identity, scope config.Scope, pod *api.PodSandbox) error {
+	mode := p.cfg.Mode(config.RuleTolerateMissingPlugins, scope)
+	keys := k8s.TolerateMissingPluginsKeys(pod.GetAnnotations())
+	if mode == config.Off || len(keys) == 0 || k8s.StaticPod(pod.GetAnnotations()) {
+		return nil
+	}
+	slices.Sort(keys)
+	return p.judge(config.RuleTolerateMissingPlugins, mode, "", id, fmt.Errorf(
+		"annotation %s=%q would let the pod start without the security plugin (containerd's required-plugins validator): "+
+			"it is allowed in static pods and where rules.%s is off only",
+		keys[0], pod.GetAnnotations()[keys[0]], config.RuleTolerateMissingPlugins))
 }
 
 // confine returns the seccomp policy to give the container (nil for none)
