@@ -231,11 +231,23 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+func TestPluginPatternsNames(t *testing.T) {
+	p := PluginPatterns{Allowed: []string{"/dev/fuse"}, Plugins: map[string][]string{"10-device-injector": {"/dev/*", "/run/containerd/containerd.sock"}}}
+	di := PluginID("10-device-injector")
+	assert.True(t, p.Names(di, "/dev/fuse"), "an allowed pattern for every plugin")
+	assert.True(t, p.Names(di, "/run/containerd/containerd.sock"))
+	assert.False(t, p.Names(di, "/dev/mem"), "matched by a wildcard only")
+	assert.True(t, p.Allows(di, "/dev/mem"))
+	assert.False(t, p.Names("50-other", "/run/containerd/containerd.sock"), "another plugin's pattern")
+	assert.False(t, PluginPatterns{Allowed: []string{"/dev/[m]em"}}.Names(di, "/dev/[m]em"), "a pattern with wildcards names nothing exactly")
+}
+
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{"", full, "rules: {seccomp: {mode: warn}}\n", "rules: {x: {}}\n",
 		"seccomp: {exempt: {pods: [a/b]}}\n", "validator: {allowed-sysctls: [a.*]}\n", "rules: [1]\n",
 		"runtime-handlers: [k]\nrules: {seccomp: {runtime-handlers: {k: \"off\"}}}\n", "validator: {device-cgroups: {allowed: [\"a *:* rwm\"]}}\n",
-		"seccomp: {privileged: {mode: refuse}}\n"} {
+		"seccomp: {privileged: {mode: refuse}}\n",
+		"validator: {mounts: {allowed: [/run/nri-suite/sidecar-order/*], plugins: {10-device-injector: [/dev/fuse]}}, env: {denied: [X_*]}, rlimits: {max: {RLIMIT_NOFILE: 1}}}\n"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -41,12 +41,23 @@ type PluginPatterns struct {
 
 // Allows reports whether the plugin may add value.
 func (p PluginPatterns) Allows(plugin PluginID, value string) bool {
-	for _, pattern := range append(slices.Clone(p.Allowed), p.Plugins[string(plugin)]...) {
-		if ok, _ := path.Match(pattern, value); ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.of(plugin), func(pattern string) bool {
+		ok, _ := path.Match(pattern, value)
+		return ok
+	})
+}
+
+// Names reports whether a pattern for the plugin is value itself, without
+// wildcards: what a path that reaches the host needs (validator.mounts).
+func (p PluginPatterns) Names(plugin PluginID, value string) bool {
+	return slices.ContainsFunc(p.of(plugin), func(pattern string) bool {
+		return pattern == value && !strings.ContainsAny(pattern, `*?[\`)
+	})
+}
+
+// of are the patterns for the plugin: Allowed and its own.
+func (p PluginPatterns) of(plugin PluginID) []string {
+	return append(slices.Clone(p.Allowed), p.Plugins[string(plugin)]...)
 }
 
 func (p PluginPatterns) check(key, example string) error {

@@ -41,14 +41,6 @@ type Options struct {
 	NoValidator bool
 }
 
-// defaultCapabilities are the capabilities containerd and CRI-O give a
-// container by default. NRI does not pass a container's capabilities, so
-// profiles are built for these: the rules a profile conditions on an added
-// capability (CAP_SYS_ADMIN, ...) stay out, which errs on the strict side.
-var defaultCapabilities = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
-	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
-	"CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"}
-
 // Plugin confines containers at creation and validates other plugins'
 // adjustments, where the runtime's NRI calls validators.
 type Plugin struct {
@@ -58,6 +50,9 @@ type Plugin struct {
 	metrics  *metrics
 	host     hostns.Host
 	arch     string
+	// baseline is what the runtime default profile denies here, the
+	// measure of other plugins' seccomp policies.
+	baseline *seccomp.Baseline
 
 	// lastOwn is what the plugin did to the container it created last.
 	// NRI holds one lock from a container's CreateContainer to its
@@ -84,6 +79,9 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	p := &Plugin{id: config.NewPluginID(deps.Index, deps.Name), validate: !opts.NoValidator, log: deps.Log, host: hostns.ProcHost{Proc: opts.Proc},
 		arch: goruntime.GOARCH, recentRuntime: true}
 	var err error
+	if p.baseline, err = seccomp.NewBaseline(p.arch, seccomp.DefaultCapabilities); err != nil {
+		return nil, fmt.Errorf("create security plugin: %w", err)
+	}
 	if p.metrics, err = newMetrics(deps.Registry, deps.MetricsNamespace, p.profileCounts); err != nil {
 		return nil, fmt.Errorf("create security plugin: registering metrics: %w", err)
 	}
@@ -129,7 +127,7 @@ func (p *Plugin) apply(cfg *config.Config) error {
 		p.stopWatch()
 	}
 	p.cfg, p.store, p.stopWatch = cfg, store, cancel
-	p.validator = validator.New(cfg.Validator, p.id, p.host)
+	p.validator = validator.New(cfg.Validator, p.id, p.host, p.baseline)
 	return nil
 }
 
@@ -313,7 +311,7 @@ func (p *Plugin) confine(id k8s.Identity, scope config.Scope, pod *api.PodSandbo
 			choice.Reason, name, p.runtime, minRecentNRI["containerd"], minRecentNRI["cri-o"]))
 	}
 	policy, err := p.store.Build(seccomp.Request{Profile: choice.Profile, Complain: choice.Complain, Arch: p.arch,
-		Capabilities: defaultCapabilities})
+		Capabilities: seccomp.DefaultCapabilities})
 	if err != nil {
 		if choice.Annotation != "" {
 			err = fmt.Errorf("%w: %w", &k8s.AnnotationError{Key: choice.Annotation, Value: choice.Profile,

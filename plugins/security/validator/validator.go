@@ -5,11 +5,12 @@
 // NRI's builtin default validator can only refuse a whole kind of change
 // (every OCI hook, every namespace change, every sysctl). This package looks
 // at what was changed and by whom: hooks from plugins not allowed to add
-// them, a seccomp policy that leaves the container unconfined or drops its
-// deny-by-default, a namespace removed or joined from the host, sysctls
-// outside the safe set, devices outside the policy, and required plugins
-// that are not connected. It only reports findings; the caller decides, by
-// each rule's mode, whether they refuse the container.
+// them, a seccomp policy that lets through what the runtime default denies,
+// a namespace removed or joined from the host, sysctls outside the safe set,
+// devices and device-cgroup rules outside the policy, the routes to the host
+// (mounts, cgroups path, OOM score, environment, rlimits: routes.go), and
+// required plugins that are not connected. It only reports findings; the
+// caller decides, by each rule's mode, whether they refuse the container.
 package validator
 
 import (
@@ -31,24 +32,45 @@ import (
 type Finding struct {
 	Rule config.Rule
 	// Plugin is the offender as NRI names it ("50-e2e-test"); empty for
-	// required-plugins, where nobody acted.
+	// required-plugins, where nobody acted, and where NRI does not record
+	// which plugin acted (Unattributed).
 	Plugin string
+	// Unattributed: a plugin acted, and NRI records no owner of the change.
+	Unattributed bool
 	// Items are what it changed (hook paths, sysctl keys, device paths...).
 	Items []string
+	// More counts the offending items left out of Items, to bound it.
+	More int
 	// Problem says what is wrong, for the rejection reason and the log.
 	Problem string
 }
 
 // Count is the number of offending items.
-func (f Finding) Count() int { return len(f.Items) }
+func (f Finding) Count() int { return len(f.Items) + f.More }
 
 // String is the finding as one clause of a rejection reason.
 func (f Finding) String() string {
 	who := "plugin " + f.Plugin
-	if f.Plugin == "" {
+	switch {
+	case f.Unattributed:
+		who = "a plugin"
+	case f.Plugin == "":
 		who = "node"
 	}
-	return fmt.Sprintf("rule %s: %s %s: %s", f.Rule, who, f.Problem, strings.Join(f.Items, ", "))
+	items := strings.Join(f.Items, ", ")
+	if f.More > 0 {
+		items += fmt.Sprintf(" and %d more", f.More)
+	}
+	return fmt.Sprintf("rule %s: %s %s: %s", f.Rule, who, f.Problem, items)
+}
+
+// maxItems bounds the items a finding lists.
+const maxItems = 10
+
+// bounded sets f's items to the first maxItems of items, counting the rest.
+func (f Finding) bounded(items []string) Finding {
+	f.Items, f.More = items[:min(len(items), maxItems)], max(len(items)-maxItems, 0)
+	return f
 }
 
 // Own is what this plugin did to the container at CreateContainer: the
@@ -61,18 +83,28 @@ type Own struct {
 	LeftPrivileged bool
 }
 
+// SeccompBaseline judges a seccomp policy by what the runtime default denies
+// (seccomp.Baseline).
+type SeccompBaseline interface {
+	// LetsThrough lists, sorted, the syscalls the runtime default denies
+	// that policy lets through.
+	LetsThrough(policy *api.LinuxSeccomp) []string
+}
+
 // Validator checks adjustments against the validator configuration.
 type Validator struct {
-	cfg  config.ValidatorFile
-	self config.PluginID
-	host hostns.Host
+	cfg      config.ValidatorFile
+	self     config.PluginID
+	host     hostns.Host
+	baseline SeccompBaseline
 }
 
 // New returns a validator for the plugin registered as self (the security
 // plugin itself, whose own seccomp policies are checked when it makes them)
-// that asks host about namespace paths.
-func New(cfg config.ValidatorFile, self config.PluginID, host hostns.Host) *Validator {
-	return &Validator{cfg: cfg, self: self, host: host}
+// that asks host about namespace paths and judges other plugins' seccomp
+// policies against baseline.
+func New(cfg config.ValidatorFile, self config.PluginID, host hostns.Host, baseline SeccompBaseline) *Validator {
+	return &Validator{cfg: cfg, self: self, host: host, baseline: baseline}
 }
 
 // Check returns the findings of the rules enabled says to run, ordered by
@@ -88,6 +120,12 @@ func (v *Validator) Check(req *api.ValidateContainerAdjustmentRequest, enabled f
 		{config.RuleHostNamespaces, v.namespaces},
 		{config.RuleSysctls, v.sysctls},
 		{config.RuleDevices, v.devices},
+		{config.RuleDeviceCgroups, v.deviceCgroups},
+		{config.RuleMounts, v.mounts},
+		{config.RuleCgroupsPath, v.cgroupsPath},
+		{config.RuleOOMScoreAdj, v.oomScoreAdj},
+		{config.RuleEnv, v.env},
+		{config.RuleRlimits, v.rlimits},
 		{config.RuleRequiredPlugins, v.requiredPlugins},
 		{config.RulePluginIdentity, v.identities},
 	}
@@ -168,18 +206,15 @@ func (v *Validator) seccomp(req *api.ValidateContainerAdjustmentRequest, own Own
 		return []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: owner, Items: []string{item},
 			Problem: "set a seccomp policy under this plugin's name that this plugin did not set"}}
 	}
-	original := req.GetContainer().GetLinux().GetSeccompPolicy()
-	var problem string
-	switch {
-	case Unconfined(policy):
-		problem = "set a seccomp policy that leaves the container unconfined (no action denies anything)"
-	case original != nil && denies(original.GetDefaultAction()) && !denies(policy.GetDefaultAction()):
-		problem = fmt.Sprintf("replaced the container's deny-by-default seccomp policy (default action %s) with an allow-by-default one",
-			original.GetDefaultAction())
-	default:
+	// Whatever the container had: a policy another plugin sets may keep
+	// this plugin from giving the container the runtime default (a plugin of
+	// a lower index confines it first), so the runtime default is the measure.
+	through := v.baseline.LetsThrough(policy)
+	if len(through) == 0 {
 		return nil
 	}
-	return []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: owner, Items: []string{item}, Problem: problem}}
+	return []Finding{Finding{Rule: config.RuleSeccompAdjustment, Plugin: owner,
+		Problem: fmt.Sprintf("set a seccomp policy (%s) that lets through system calls the runtime default denies", item)}.bounded(through)}
 }
 
 // madePrivileged finds a container this plugin left unconfined as
@@ -193,31 +228,6 @@ func (v *Validator) madePrivileged(req *api.ValidateContainerAdjustmentRequest, 
 	return []Finding{{Rule: config.RuleSeccomp, Items: []string{"device-cgroup rules", "/sys mount"},
 		Problem: "made the container look privileged (every device allowed, /sys writable), and so left unconfined by seccomp; " +
 			"the runtime did not make it privileged"}}
-}
-
-// denies reports whether a seccomp action stops the call: everything but
-// allow, log and notify (which defers to a user-space listener that may
-// allow it).
-func denies(action string) bool {
-	switch action {
-	case "", "SCMP_ACT_ALLOW", "SCMP_ACT_LOG", "SCMP_ACT_NOTIFY":
-		return false
-	}
-	return true
-}
-
-// Unconfined reports whether a seccomp policy stops no system call: no
-// policy, or one whose default and every rule allow or only log.
-func Unconfined(p *api.LinuxSeccomp) bool {
-	if denies(p.GetDefaultAction()) {
-		return false
-	}
-	for _, s := range p.GetSyscalls() {
-		if len(s.GetNames()) > 0 && denies(s.GetAction()) {
-			return false
-		}
-	}
-	return true
 }
 
 func (v *Validator) namespaces(req *api.ValidateContainerAdjustmentRequest) []Finding {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/plugins/security/config"
+	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
 )
 
 const ctrID = "ctr-1"
@@ -125,18 +126,25 @@ func TestCheck(t *testing.T) {
 		}, want: []Finding{{Rule: config.RuleOCIHooks, Plugin: other, Items: []string{"/a", "/b"}}}},
 		{name: "unconfined seccomp", req: func(t *testing.T) *request {
 			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW"})
-		}, want: []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: other, Items: []string{"default action SCMP_ACT_ALLOW"}}}},
+		}, want: []Finding{everyDenied(other)}},
 		{name: "log-only seccomp is unconfined", req: func(t *testing.T) *request {
 			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_LOG",
 				Syscalls: []*api.LinuxSyscall{{Names: []string{"mkdir"}, Action: "SCMP_ACT_LOG"}}})
-		}, want: []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: other, Items: []string{"default action SCMP_ACT_LOG"}}}},
+		}, want: []Finding{everyDenied(other)}},
 		{name: "allow-by-default replacing deny-by-default", original: runtimeDefault, req: func(t *testing.T) *request {
 			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
 				Syscalls: []*api.LinuxSyscall{{Names: []string{"mkdir"}, Action: "SCMP_ACT_ERRNO"}}})
-		}, want: []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: other, Items: []string{"default action SCMP_ACT_ALLOW"}}}},
-		{name: "deny list on an unconfined container is a tightening", req: func(t *testing.T) *request {
+		}, want: []Finding{everyDenied(other)}},
+		{name: "a deny list on an unconfined container lets through what the runtime default denies", req: func(t *testing.T) *request {
 			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
 				Syscalls: []*api.LinuxSyscall{{Names: []string{"mkdir"}, Action: "SCMP_ACT_ERRNO"}}})
+		}, want: []Finding{everyDenied(other)}},
+		{name: "deny by default with explicit allows of what the runtime default denies", original: runtimeDefault, req: func(t *testing.T) *request {
+			return newRequest(t, present...).seccomp(other, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ERRNO",
+				Syscalls: []*api.LinuxSyscall{{Names: []string{"ptrace", "mount", "bpf", "read"}, Action: "SCMP_ACT_ALLOW"}}})
+		}, want: []Finding{{Rule: config.RuleSeccompAdjustment, Plugin: other, Items: []string{"bpf", "mount"}}}},
+		{name: "the runtime default from another plugin", req: func(t *testing.T) *request {
+			return newRequest(t, present...).seccomp(other, testRuntimeDefault(t))
 		}},
 		{name: "the security plugin's own complain policy", own: Own{Seccomp: ownComplain}, req: func(t *testing.T) *request {
 			return newRequest(t, present...).seccomp(self, &api.LinuxSeccomp{DefaultAction: "SCMP_ACT_LOG"})
@@ -210,23 +218,29 @@ func TestCheck(t *testing.T) {
 				r.req.Container = tc.ctr
 			}
 			r.req.Container.Linux.SeccompPolicy = tc.original
-			got := New(policy, self, fakeHost{}).Check(r.req, allRules, tc.own)
-			require.Len(t, got, len(tc.want), "findings: %v", got)
-			for i := range got {
-				assert.Equal(t, tc.want[i].Rule, got[i].Rule)
-				assert.Equal(t, tc.want[i].Plugin, got[i].Plugin)
-				assert.Equal(t, tc.want[i].Items, got[i].Items)
-				assert.Equal(t, len(tc.want[i].Items), got[i].Count())
-				assert.Contains(t, got[i].String(), "rule "+string(tc.want[i].Rule)+": ")
-				assert.NotEmpty(t, got[i].Problem)
-			}
+			assertFindings(t, tc.want, New(policy, self, fakeHost{}, testBaseline(t)).Check(r.req, allRules, tc.own))
 		})
+	}
+}
+
+// assertFindings compares what is compared of findings: all but the problem's text.
+func assertFindings(t *testing.T, want, got []Finding) {
+	t.Helper()
+	require.Len(t, got, len(want), "findings: %v", got)
+	for i := range got {
+		assert.Equal(t, want[i].Rule, got[i].Rule)
+		assert.Equal(t, want[i].Plugin, got[i].Plugin)
+		assert.Equal(t, want[i].Items, got[i].Items)
+		assert.Equal(t, want[i].Unattributed, got[i].Unattributed)
+		assert.Equal(t, len(want[i].Items)+want[i].More, got[i].Count())
+		assert.Contains(t, got[i].String(), "rule "+string(want[i].Rule)+": ")
+		assert.NotEmpty(t, got[i].Problem)
 	}
 }
 
 func TestCheckSkipsDisabledRules(t *testing.T) {
 	r := newRequest(t).hook("50-x", "/bin/true").sysctl("50-x", "kernel.panic", "0")
-	got := New(policy, "40-security", fakeHost{}).Check(r.req, func(rule config.Rule) bool { return rule == config.RuleSysctls }, Own{})
+	got := New(policy, "40-security", fakeHost{}, testBaseline(t)).Check(r.req, func(rule config.Rule) bool { return rule == config.RuleSysctls }, Own{})
 	require.Len(t, got, 1)
 	assert.Equal(t, config.RuleSysctls, got[0].Rule)
 }
@@ -236,16 +250,31 @@ func TestFindingString(t *testing.T) {
 	assert.Equal(t, "rule oci-hooks: plugin 50-x added OCI hooks: /a, /b", f.String())
 	f = Finding{Rule: config.RuleRequiredPlugins, Items: []string{"a"}, Problem: "is missing plugins"}
 	assert.Equal(t, "rule required-plugins: node is missing plugins: a", f.String())
+	f = Finding{Rule: config.RuleDeviceCgroups, Unattributed: true, Problem: "added rules"}.bounded([]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"})
+	assert.Equal(t, "rule device-cgroups: a plugin added rules: a, b, c, d, e, f, g, h, i, j and 2 more", f.String())
+	assert.Equal(t, 12, f.Count())
 }
 
-func TestUnconfined(t *testing.T) {
-	assert.True(t, Unconfined(nil))
-	assert.True(t, Unconfined(&api.LinuxSeccomp{DefaultAction: "SCMP_ACT_NOTIFY"}))
-	assert.False(t, Unconfined(runtimeDefault))
-	assert.False(t, Unconfined(&api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
-		Syscalls: []*api.LinuxSyscall{{Names: []string{"ptrace"}, Action: "SCMP_ACT_KILL_PROCESS"}}}))
-	assert.True(t, Unconfined(&api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW",
-		Syscalls: []*api.LinuxSyscall{{Action: "SCMP_ACT_ERRNO"}}}), "a rule without names blocks nothing")
+func testBaseline(t *testing.T) *seccomp.Baseline {
+	b, err := seccomp.NewBaseline("", seccomp.DefaultCapabilities)
+	require.NoError(t, err)
+	return b
+}
+
+// testRuntimeDefault is the runtime default profile as the seccomp store builds it.
+func testRuntimeDefault(t *testing.T) *api.LinuxSeccomp {
+	s, err := seccomp.NewStore(seccomp.Options{})
+	require.NoError(t, err)
+	p, err := s.Build(seccomp.Request{Capabilities: seccomp.DefaultCapabilities})
+	require.NoError(t, err)
+	return p
+}
+
+// everyDenied is the finding of a policy that lets through every syscall the
+// runtime default denies.
+func everyDenied(plugin string) Finding {
+	b, _ := seccomp.NewBaseline("", seccomp.DefaultCapabilities)
+	return Finding{Rule: config.RuleSeccompAdjustment, Plugin: plugin}.bounded(b.LetsThrough(nil))
 }
 
 // privilegedContainer is what containerd and CRI-O make of a privileged container.
