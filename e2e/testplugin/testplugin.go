@@ -56,8 +56,8 @@ func (p *testPlugin) Configure(data []byte, source string) error {
 		return err
 	}
 	for key := range cfg.Env {
-		if key == "" || strings.ContainsAny(key, "=\x00") {
-			return fmt.Errorf("config %s: env key %q: expected a non-empty name without '=' or NUL", source, key)
+		if err := checkEnvKey(key); err != nil {
+			return fmt.Errorf("config %s: env %w", source, err)
 		}
 	}
 	if err := cfg.Weaken.check(source); err != nil {
@@ -74,6 +74,13 @@ func (p *testPlugin) Configure(data []byte, source string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cfg = cfg
+	return nil
+}
+
+func checkEnvKey(key string) error {
+	if key == "" || strings.ContainsAny(key, "=\x00") {
+		return fmt.Errorf("key %q: expected a non-empty name without '=' or NUL", key)
+	}
 	return nil
 }
 

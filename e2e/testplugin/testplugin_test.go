@@ -257,7 +257,9 @@ func TestBinaryPreRegisteredTakesConfigFromRuntime(t *testing.T) {
 
 func FuzzConfigure(f *testing.F) {
 	for _, seed := range []string{"", "env: {A: b}\n", "env: {\"A=B\": c}\n", "syncReport: /x\n", "envs: 1\n", "env: [1]\n",
-		"weaken: {hooks: [/bin/true], seccompUnconfined: true, namespaces: [{type: ipc, remove: true}]}\n"} {
+		"weaken: {hooks: [/bin/true], seccompUnconfined: true, namespaces: [{type: ipc, remove: true}]}\n",
+		"weaken: {seccomp: {defaultAction: SCMP_ACT_ALLOW, syscalls: [{names: [\"\"], action: SCMP_ACT_ERRNO}]}, deviceCgroups: [{type: a, access: rwm}], " +
+			"mounts: [{source: /, destination: /host, type: bind}], cgroupsPath: /, oomScoreAdj: -1000, env: {LD_PRELOAD: x}, rlimits: [{type: RLIMIT_NOFILE, hard: 1}]}\n"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
