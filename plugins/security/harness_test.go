@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/kubepod"
 	"github.com/nri-suite/nri-suite/e2e/harness"
+	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
 )
 
 const (
@@ -296,10 +298,16 @@ func TestUserNamespace(t *testing.T) {
 var weakenAll = `env: {}
 weaken:
   hooks: [/bin/true]
-  seccompUnconfined: true
+  seccomp: {defaultAction: SCMP_ACT_ERRNO, syscalls: [{names: [mount], action: SCMP_ACT_ALLOW}]}
   namespaces: [{type: network, path: ` + hostNet + `}]
   sysctls: {kernel.msgmax: "65536"}
   devices: [{path: /dev/mem, type: c, major: 1, minor: 1}]
+  deviceCgroups: [{type: b, major: 8, minor: 0, access: rwm}]
+  mounts: [{source: /, destination: /host, type: bind, options: [rbind]}]
+  cgroupsPath: /
+  oomScoreAdj: -1000
+  env: {LD_PRELOAD: /tmp/evil.so}
+  rlimits: [{type: RLIMIT_NOFILE, soft: 1073741824, hard: 1073741824}]
 `
 
 // hostNet is the host's network namespace: the test's own, which the
@@ -309,10 +317,16 @@ var hostNet = fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
 // validatorRules and, per rule, what its refusal says.
 var validatorRules = []struct{ rule, reason string }{
 	{"oci-hooks", "rule oci-hooks: plugin 50-e2e-test added OCI hooks and is not in validator.hook-plugins: /bin/true"},
-	{"seccomp-adjustment", "rule seccomp-adjustment: plugin 50-e2e-test set a seccomp policy that leaves the container unconfined"},
+	{"seccomp-adjustment", "rule seccomp-adjustment: plugin 50-e2e-test set a seccomp policy (default action SCMP_ACT_ERRNO) that lets through system calls the runtime default denies: mount"},
 	{"host-namespaces", "rule host-namespaces: plugin 50-e2e-test took the container into the host's namespaces: network at " + hostNet + " (the host's)"},
 	{"sysctls", "rule sysctls: plugin 50-e2e-test set sysctls outside the safe set and validator.allowed-sysctls: kernel.msgmax=65536"},
 	{"devices", "rule devices: plugin 50-e2e-test added devices outside validator.devices (allowed and plugins.50-e2e-test): /dev/mem"},
+	{"device-cgroups", "rule device-cgroups: a plugin added device-cgroup rules outside validator.device-cgroups.allowed"},
+	{"mounts", "rule mounts: plugin 50-e2e-test added mounts that reach the host"},
+	{"cgroups-path", "rule cgroups-path: plugin 50-e2e-test moved the container out of its pod's cgroup"},
+	{"oom-score-adj", "rule oom-score-adj: plugin 50-e2e-test lowered the container's OOM score adjustment"},
+	{"env", "rule env: plugin 50-e2e-test set environment variables that make the loader or the C library load code"},
+	{"rlimits", "rule rlimits: plugin 50-e2e-test raised rlimits above validator.rlimits.max"},
 	{"required-plugins", "rule required-plugins: node is missing plugins that validator.required-plugins requires: 30-topology-aware"},
 }
 
@@ -350,7 +364,7 @@ func TestValidator(t *testing.T) {
 				assert.Equal(t, "victim", a["pod"])
 				assert.Equal(t, "app", a["container"])
 				assert.EqualValues(t, 1, a["count"])
-				if r.rule != "required-plugins" {
+				if r.rule != "required-plugins" && r.rule != "device-cgroups" { // NRI names nobody for either
 					assert.Equal(t, "50-e2e-test", a["plugin"])
 				}
 			})
@@ -377,5 +391,125 @@ seccomp: {complain: {namespaces: [default]}}
 	assert.Equal(t, rspec.LinuxSeccompAction("SCMP_ACT_LOG"), spec.Linux.Seccomp.DefaultAction,
 		"the plugin's complain-mode policy is not refused by its own validator")
 	assert.Equal(t, "1024", spec.Linux.Sysctl["net.core.somaxconn"])
+	assert.Empty(t, n.logged(t, "refuse", nil))
+}
+
+// routesConfig enforces every validator rule and lets the test plugin mount
+// any host path up to three levels deep, so that the routes to the host are
+// refused as routes, not as paths outside the policy. The seccomp rule is
+// off: the security plugin would otherwise set the victims' policy itself.
+const routesConfig = `rules: {seccomp: {mode: "off"}}
+validator:
+  mounts: {plugins: {50-e2e-test: ["/*", "/*/*", "/*/*/*"]}}
+`
+
+// weakenVictim creates a pod while the test plugin weakens it as weaken (a
+// YAML mapping) says, and returns the creation's error.
+func (n *node) weakenVictim(t *testing.T, pod, weaken string) error {
+	t.Helper()
+	n.rt.StartPlugin(t, harness.BuildPlugin(t, testPluginPkg), "50", "e2e-test", harness.WithConfig("env: {}\nweaken: "+weaken+"\n"))
+	_, err := n.create(t, podYAML("default", pod, nil))
+	return err
+}
+
+// runtimeDefaultDenied is what the validator reports of a policy that lets
+// through every syscall the runtime default denies: the first ten and a count.
+func runtimeDefaultDenied(t *testing.T) string {
+	b, err := seccomp.NewBaseline("", seccomp.DefaultCapabilities)
+	require.NoError(t, err)
+	all := b.LetsThrough(nil)
+	require.Greater(t, len(all), 10)
+	return fmt.Sprintf("%s and %d more", strings.Join(all[:10], ", "), len(all)-10)
+}
+
+// foreignSyscalls are syscalls of another architecture than the node's.
+func foreignSyscalls() string {
+	if runtime.GOARCH == "amd64" || runtime.GOARCH == "386" {
+		return "[arm_fadvise64_64, arm_sync_file_range, breakpoint, cacheflush, set_tls]"
+	}
+	return "[arch_prctl, iopl, ioperm, modify_ldt, vm86]"
+}
+
+// TestValidatorRefusesRoutesToTheHost: each way another plugin can hand a
+// container the host, or weaken its seccomp policy with denies that deny
+// nothing, is refused with the reason, in the default all-enforce rules.
+func TestValidatorRefusesRoutesToTheHost(t *testing.T) {
+	n := startNode(t, nodeOptions{config: routesConfig})
+	const (
+		other   = "plugin 50-e2e-test "
+		cgroups = "rule device-cgroups: a plugin added device-cgroup rules outside validator.device-cgroups.allowed " +
+			"(NRI records no owner of device-cgroup rules: which plugin added them cannot be named): "
+		mounts = "rule mounts: " + other + "added mounts that reach the host (kernel file systems, host paths outside " +
+			"validator.mounts allowed and plugins.50-e2e-test, or on the host's routes): "
+		lets = "rule seccomp-adjustment: " + other + "set a seccomp policy (default action %s) that lets through system calls the runtime default denies: "
+	)
+	allDenied := runtimeDefaultDenied(t)
+	for _, tc := range []struct{ name, weaken, reason string }{
+		{"allow-all-devices", "{deviceCgroups: [{type: a, access: rwm}]}", cgroups + "a *:* rwm"},
+		{"block-device", "{deviceCgroups: [{type: b, major: 8, minor: 0, access: rwm}]}", cgroups + "b 8:0 rwm"},
+		{"bind-dev", "{mounts: [{source: /dev, destination: /host-dev, type: bind, options: [rbind]}]}",
+			mounts + "/dev at /host-dev (the host's /dev: only a pattern naming it exactly allows it)"},
+		{"bind-dev-mem", "{mounts: [{source: /dev/mem, destination: /dev/mem, type: bind, options: [bind]}]}",
+			mounts + "/dev/mem at /dev/mem (under the host's /dev: only a pattern naming it exactly allows it)"},
+		{"bind-root", "{mounts: [{source: /, destination: /host, type: bind, options: [rbind]}]}",
+			mounts + "/ at /host (the host's root: only a pattern naming it exactly allows it)"},
+		{"bind-containerd-socket", "{mounts: [{source: /run/containerd/containerd.sock, destination: /run/c.sock, options: [bind]}]}",
+			mounts + "/run/containerd/containerd.sock at /run/c.sock (under the host's /run/containerd: only a pattern naming it exactly allows it)"},
+		{"bind-outside-policy", "{mounts: [{source: /opt/a/b/c, destination: /c, type: bind}]}",
+			mounts + "/opt/a/b/c at /c (not in validator.mounts)"},
+		{"devtmpfs", "{mounts: [{source: devtmpfs, destination: /host-dev, type: devtmpfs}]}",
+			mounts + "devtmpfs at /host-dev (a kernel file system: it reaches the host whatever the policy)"},
+		{"cgroups-path-root", "{cgroupsPath: /}",
+			"rule cgroups-path: " + other + "moved the container out of its pod's cgroup, and so out of the pod's limits: / (the pod's cgroup: /kubepods/besteffort/poduid-default-cgroups-path-root)"},
+		{"oom-score-adj", "{oomScoreAdj: -1000}",
+			"rule oom-score-adj: " + other + "lowered the container's OOM score adjustment, so that the OOM killer takes other processes first: -1000 (the container had 1000)"},
+		{"ld-preload", "{env: {LD_PRELOAD: /tmp/evil.so}}",
+			"rule env: " + other + "set environment variables that make the loader or the C library load code, denied by validator.env (and not allowed by plugins.50-e2e-test): LD_PRELOAD"},
+		{"rlimit-nofile", "{rlimits: [{type: RLIMIT_NOFILE, soft: 1073741824, hard: 1073741824}]}",
+			"rule rlimits: " + other + "raised rlimits above validator.rlimits.max, or above what the container had for types without a maximum: " +
+				"RLIMIT_NOFILE soft 1073741824 hard 1073741824 (maximum 1048576)"},
+		{"seccomp-unknown-names", "{seccomp: {defaultAction: SCMP_ACT_ALLOW, syscalls: [{names: [no_such_syscall, kexec-load], action: SCMP_ACT_ERRNO}]}}",
+			fmt.Sprintf(lets, "SCMP_ACT_ALLOW") + allDenied},
+		{"seccomp-empty-names", `{seccomp: {defaultAction: SCMP_ACT_ALLOW, syscalls: [{names: [""], action: SCMP_ACT_KILL_PROCESS}]}}`,
+			fmt.Sprintf(lets, "SCMP_ACT_ALLOW") + allDenied},
+		{"seccomp-other-architecture", "{seccomp: {defaultAction: SCMP_ACT_ALLOW, syscalls: [{names: " + foreignSyscalls() + ", action: SCMP_ACT_ERRNO}]}}",
+			fmt.Sprintf(lets, "SCMP_ACT_ALLOW") + allDenied},
+		{"seccomp-explicit-allows", "{seccomp: {defaultAction: SCMP_ACT_ERRNO, syscalls: [{names: [ptrace, mount, bpf], action: SCMP_ACT_ALLOW}]}}",
+			fmt.Sprintf(lets, "SCMP_ACT_ERRNO") + "bpf, mount"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := n.weakenVictim(t, tc.name, tc.weaken)
+			require.Error(t, err, "the validator let the container through")
+			assert.Contains(t, err.Error(), rejected+"default/"+tc.name+"/app: "+tc.reason)
+		})
+	}
+}
+
+// TestValidatorAllowsRoutesPolicyAllows: what the policy allows passes, and
+// what only takes away (deny rules, removals, a higher OOM score, lower
+// rlimits, a cgroup inside the pod's, the runtime default) is not judged.
+func TestValidatorAllowsRoutesPolicyAllows(t *testing.T) {
+	n := startNode(t, nodeOptions{config: `rules: {seccomp: {mode: "off"}}
+validator:
+  mounts: {plugins: {50-e2e-test: [/opt/drivers/*, /dev/fuse, /var/lib/kubelet/pod-resources]}}
+  device-cgroups: {allowed: ["c 10:229 rwm"]}
+  env: {plugins: {50-e2e-test: [LD_LIBRARY_PATH]}}
+  rlimits: {max: {RLIMIT_MEMLOCK: 65536}}
+`})
+	err := n.weakenVictim(t, "allowed", `
+  deviceCgroups: [{type: c, major: 10, minor: 229, access: rw}, {deny: true, type: a, access: rwm}]
+  mounts:
+  - {source: /opt/drivers/lib, destination: /usr/lib/drivers, type: bind, options: [rbind, ro]}
+  - {source: /dev/fuse, destination: /dev/fuse, type: bind}
+  - {source: /var/lib/kubelet/pod-resources, destination: /pr, type: bind}
+  - {source: tmpfs, destination: /scratch, type: tmpfs}
+  cgroupsPath: /kubepods/besteffort/poduid-default-allowed/app
+  oomScoreAdj: 1000
+  env: {LD_LIBRARY_PATH: /usr/lib/drivers, PATH: /bin}
+  rlimits: [{type: RLIMIT_MEMLOCK, soft: 65536, hard: 65536}, {type: RLIMIT_NOFILE, soft: 1024, hard: 1048576}]
+  seccomp:
+    defaultAction: SCMP_ACT_ERRNO
+    syscalls: [{names: [read, write, exit_group], action: SCMP_ACT_ALLOW}]`)
+	require.NoError(t, err)
 	assert.Empty(t, n.logged(t, "refuse", nil))
 }

@@ -41,7 +41,9 @@ import (
 //  6. RuntimeHandler: a rule off for the second runtime handler leaves its
 //     pods alone, and only them.
 //  7. Validator: the test plugin adding an OCI hook, then setting seccomp
-//     unconfined, is refused with the validator's reason.
+//     unconfined, then an allow-all device-cgroup rule, a bind mount of
+//     the containerd socket and LD_PRELOAD, is refused with the validator's
+//     reasons.
 //  8. FailClosed: with security stopped, containerd refuses containers but
 //     those of pods that tolerate its absence.
 //
@@ -234,7 +236,19 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 		_, err = n.create(t, pod{name: "loosened", runtimeDefault: true})
 		require.Error(t, err)
 		assert.Contains(t, criError(err), rejected+nodeNamespace+"/loosened/main: rule seccomp-adjustment: plugin 50-e2e-test "+
-			"set a seccomp policy that leaves the container unconfined")
+			"set a seccomp policy (default action SCMP_ACT_ALLOW) that lets through system calls the runtime default denies: ")
+
+		n.startTestPlugin("env: {}\nweaken: {pods: [routed], deviceCgroups: [{type: a, access: rwm}], env: {LD_PRELOAD: /tmp/evil.so}, " +
+			"mounts: [{source: /run/containerd/containerd.sock, destination: /run/c.sock, type: bind, options: [rbind]}]}\n")
+		_, err = n.create(t, pod{name: "routed", runtimeDefault: true})
+		require.Error(t, err)
+		for _, reason := range []string{
+			rejected + nodeNamespace + "/routed/main: rule device-cgroups: a plugin added device-cgroup rules outside validator.device-cgroups.allowed",
+			"rule mounts: plugin 50-e2e-test added mounts that reach the host", "/run/containerd/containerd.sock at /run/c.sock (not in validator.mounts)",
+			"rule env: plugin 50-e2e-test set environment variables that make the loader or the C library load code",
+		} {
+			assert.Contains(t, criError(err), reason)
+		}
 	})
 	// Fail closed: with security stopped, as after a crash, containerd
 	// (its shipped drop-in's NRI default validator) refuses the next
