@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	securityconfig "github.com/nri-suite/nri-suite/plugins/security/config"
 )
 
 // pluginIndex is the NRI index of each plugin, as install.sh lays them out.
@@ -169,4 +172,33 @@ func TestShippedConfigsMatchTheirPlugins(t *testing.T) {
 		plugins = append(plugins, name)
 	}
 	assert.Len(t, plugins, len(pluginIndex))
+}
+
+// The suite does not refuse itself: the installed security configuration
+// lets sidecar-order mount what its installed configuration makes it mount,
+// its helper and a pod's directory under its state-dir.
+func TestInstalledSecurityAllowsTheSuitesMounts(t *testing.T) {
+	bin, dest := fakeBinDir(t), t.TempDir()
+	out, err := runInstall(t, map[string]string{"DESTDIR": dest, "PREFIX": "/opt/suite"}, bin)
+	require.NoError(t, err, out)
+	confDir := filepath.Join(dest, DefaultPaths.PluginConfigDir)
+	data, err := os.ReadFile(filepath.Join(confDir, "20-sidecar-order.conf"))
+	require.NoError(t, err)
+	var sidecar struct {
+		Helper   string `yaml:"helper"`
+		StateDir string `yaml:"state-dir"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &sidecar))
+	require.Equal(t, "/opt/suite/libexec/nri-suite/nri-sidecar-helper", sidecar.Helper)
+
+	path := filepath.Join(confDir, "40-security.conf")
+	data, err = os.ReadFile(path)
+	require.NoError(t, err)
+	cfg, err := securityconfig.Parse(data, path)
+	require.NoError(t, err)
+	const id = securityconfig.PluginID("20-sidecar-order")
+	assert.True(t, cfg.Validator.Mounts.Allows(id, sidecar.Helper), "the helper")
+	assert.True(t, cfg.Validator.Mounts.Allows(id, sidecar.StateDir+"/0b4a8f0e-pod-uid"), "a pod's coordination directory")
+	assert.False(t, cfg.Validator.Mounts.Allows(id, sidecar.StateDir), "nothing more")
+	assert.False(t, cfg.Validator.Mounts.Allows("10-device-injector", sidecar.Helper), "for sidecar-order only")
 }

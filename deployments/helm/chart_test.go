@@ -312,13 +312,17 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 }
 
 // Both ways of installing configure security alike by default, but for
-// the chart's own pods: they carry the tolerate annotation, which security
-// allows in the release namespace only (and where the values add).
+// Both ways of installing configure security alike by default, but for
+// where each puts sidecar-order's helper, and the chart's own pods: they
+// carry the tolerate annotation, which security allows in the release
+// namespace only (and where the values add).
 func TestChartSecurityConfigIsThePreRegisteredOne(t *testing.T) {
 	r, err := render(t, nil)
 	require.NoError(t, err)
-	shipped, err := os.ReadFile("../preregistered/conf.d/40-security.conf")
+	shipped, err := os.ReadFile("../preregistered/conf.d/40-security.conf.in")
 	require.NoError(t, err)
+	helper, _ := sidecarPaths(t, r)
+	shipped = []byte(strings.ReplaceAll(string(shipped), "@LIBEXECDIR@", filepath.Dir(helper)))
 	var fromChart, fromFile map[string]any
 	require.NoError(t, yaml.UnmarshalStrict([]byte(r.configMaps["security"].Data["config.yaml"]), &fromChart))
 	require.NoError(t, yaml.UnmarshalStrict(shipped, &fromFile))
@@ -336,6 +340,39 @@ func TestChartSecurityConfigIsThePreRegisteredOne(t *testing.T) {
 	assert.Equal(t, map[string]any{"seccomp": "audit", "tolerate-missing-plugins": map[string]any{
 		"namespaces": map[string]any{"kube-system": "off", "storage": "audit"}}}, fromChart["rules"],
 		"the chart adds its namespaces; what the values set wins")
+}
+
+// The suite does not refuse itself: security's validator lets sidecar-order
+// mount its helper and the pods' directories where the chart puts them.
+func TestChartSecurityAllowsTheSidecarMounts(t *testing.T) {
+	r, err := render(t, nil)
+	require.NoError(t, err)
+	var cfg struct {
+		Validator struct {
+			Mounts struct {
+				Plugins map[string][]string `json:"plugins"`
+			} `json:"mounts"`
+		} `json:"validator"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(r.configMaps["security"].Data["config.yaml"]), &cfg))
+	helper, stateDir := sidecarPaths(t, r)
+	assert.Equal(t, []string{helper, stateDir + "/*"}, cfg.Validator.Mounts.Plugins[pluginIndex["sidecar-order"]+"-sidecar-order"])
+}
+
+// sidecarPaths are the helper and state dir the chart gives sidecar-order.
+func sidecarPaths(t *testing.T, r *rendered) (helper, stateDir string) {
+	t.Helper()
+	for _, arg := range r.daemonSets["sidecar-order"].Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(arg, "--helper="); ok {
+			helper = v
+		}
+		if v, ok := strings.CutPrefix(arg, "--state-dir="); ok {
+			stateDir = v
+		}
+	}
+	require.NotEmpty(t, helper, "sidecar-order's --helper")
+	require.NotEmpty(t, stateDir, "sidecar-order's --state-dir")
+	return helper, stateDir
 }
 
 func TestChartNonDefaultValues(t *testing.T) {

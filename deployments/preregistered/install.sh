@@ -75,10 +75,12 @@ for f in "$DESTDIR$plugin_dir"/*; do
 	[[ $(basename "$f") =~ ^[0-9][0-9]-[a-z0-9._-]+$ ]] || echo "warning: $f is not named NN-name: the runtime will refuse to start any plugin" >&2
 done
 
-# config_for prints plugin $1's configuration as shipped.
+# config_for prints plugin $1's configuration as shipped: a .conf.in names
+# the sidecar helper's directory, which only the install knows.
 config_for() {
-	if [[ $1 == sidecar-order ]]; then
-		sed "s|@LIBEXECDIR@|$libexec_dir|g" "$here/conf.d/20-sidecar-order.conf.in"
+	local template=$here/conf.d/${IDX[$1]}-$1.conf.in
+	if [[ -e $template ]]; then
+		sed "s|@LIBEXECDIR@|$libexec_dir|g" "$template"
 	else
 		cat "$here/conf.d/${IDX[$1]}-$1.conf"
 	fi

@@ -175,7 +175,7 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 	}
 	for _, spec := range specs {
 		if spec.Config == nil {
-			spec.Config = sandboxConfig(spec.Name, sb)
+			spec.Config = sandboxConfig(spec, specs, sb)
 		}
 		p, err := sb.StartPlugin(spec)
 		if err != nil {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
@@ -60,10 +63,10 @@ func writeDemoDevice(sb *sandbox.Sandbox) error {
 
 // sandboxConfig is the configuration a suite plugin gets in the sandbox
 // when --plugin-config names none: what it needs to find the sandbox's
-// paths and to live beside the other plugins; nil leaves the plugin's
-// defaults.
-func sandboxConfig(name string, sb *sandbox.Sandbox) []byte {
-	switch name {
+// paths and to live beside the other plugins (all, the plugins started);
+// nil leaves the plugin's defaults.
+func sandboxConfig(spec sandbox.PluginSpec, all []sandbox.PluginSpec, sb *sandbox.Sandbox) []byte {
+	switch spec.Name {
 	case "device-injector":
 		return fmt.Appendf(nil, "spec-dirs: [%s]\n", sb.CDISpecDir())
 	case "security":
@@ -71,6 +74,12 @@ func sandboxConfig(name string, sb *sandbox.Sandbox) []byte {
 		// allow device-injector the demo device, by CDI name (runtime mode)
 		// and by its path in the container (plugin mode).
 		config := fmt.Sprintf("validator:\n  devices:\n    plugins: {10-device-injector: [%q, /dev/demo-null]}\n", demoDevice)
+		// It refuses mounts unless allowed: allow sidecar-order its own.
+		for _, other := range all {
+			if other.Name == "sidecar-order" {
+				config += fmt.Sprintf("  mounts:\n    plugins: {%s-sidecar-order: [%s]}\n", other.Idx, strings.Join(sidecarMounts(other, sb), ", "))
+			}
+		}
 		if sb.Runtime().Name() == "crio" {
 			// CRI-O v1.34 drops NRI seccomp policies; enforcing would
 			// refuse every unconfined container. (It has no validation
@@ -80,4 +89,24 @@ func sandboxConfig(name string, sb *sandbox.Sandbox) []byte {
 		return []byte(config)
 	}
 	return nil
+}
+
+// sidecarMounts are the host paths sidecar-order mounts, as quoted
+// validator.mounts patterns: its helper, found next to its executable (as
+// the kernel names it: symlinks resolved), also as the helper resolves, and
+// each pod's directory under its --state-dir.
+func sidecarMounts(spec sandbox.PluginSpec, sb *sandbox.Sandbox) []string {
+	var out []string
+	if binary, err := filepath.EvalSymlinks(spec.Binary); err == nil {
+		helper := filepath.Join(filepath.Dir(binary), "nri-sidecar-helper")
+		out = append(out, strconv.Quote(helper))
+		if resolved, err := filepath.EvalSymlinks(helper); err == nil && resolved != helper {
+			out = append(out, strconv.Quote(resolved))
+		}
+	}
+	if i := slices.Index(spec.Args, "--state-dir"); i >= 0 && i+1 < len(spec.Args) {
+		dir := strings.ReplaceAll(spec.Args[i+1], sandbox.PluginDir, sb.PluginDir(spec))
+		out = append(out, strconv.Quote(dir+"/*"))
+	}
+	return out
 }
