@@ -211,6 +211,8 @@ func TestParseErrors(t *testing.T) {
 			`validator.devices.plugins: "device-injector": expected a plugin as NRI registers it`},
 		{"bad mount pattern", "validator: {mounts: {allowed: [\"/opt/[\"]}}\n",
 			`validator.mounts.allowed: "/opt/[": expected a path.Match pattern such as /opt/drivers/*`},
+		{"relative mount pattern", "validator: {mounts: {plugins: {20-sidecar-order: [\"run/*\"]}}}\n",
+			`validator.mounts.plugins.20-sidecar-order: "run/*": expected a path.Match pattern such as /opt/drivers/* (an absolute host path)`},
 		{"bad device-cgroup rule", "validator: {device-cgroups: {allowed: [\"c 10 rwm\"]}}\n",
 			`validator.device-cgroups.allowed: "c 10 rwm": expected a device-cgroup rule "type major:minor access"`},
 		{"bad device-cgroup access", "validator: {device-cgroups: {allowed: [\"c 1:3 rwx\"]}}\n",

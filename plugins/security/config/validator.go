@@ -60,7 +60,9 @@ func (p PluginPatterns) of(plugin PluginID) []string {
 	return append(slices.Clone(p.Allowed), p.Plugins[string(plugin)]...)
 }
 
-func (p PluginPatterns) check(key, example string) error {
+// check checks the patterns under key; absolute: host paths, which a
+// relative pattern would never match.
+func (p PluginPatterns) check(key, example string, absolute bool) error {
 	patterns := map[string][]string{key + ".allowed": p.Allowed}
 	for id, list := range p.Plugins {
 		if err := checkPluginID(key+".plugins", id); err != nil {
@@ -70,7 +72,7 @@ func (p PluginPatterns) check(key, example string) error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(patterns)) {
 		for _, pattern := range patterns[k] {
-			if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
+			if _, err := path.Match(pattern, ""); err != nil || pattern == "" || absolute && !path.IsAbs(pattern) {
 				return fmt.Errorf("%s: %q: expected a path.Match pattern such as %s", k, pattern, example)
 			}
 		}
@@ -215,12 +217,13 @@ func (v ValidatorFile) check() error {
 	for _, c := range []struct {
 		key, example string
 		patterns     PluginPatterns
+		absolute     bool
 	}{
-		{"validator.devices", "/dev/fuse, /dev/dri/* or vendor.com/gpu=*", v.Devices},
-		{"validator.mounts", "/opt/drivers/* (a host path)", v.Mounts},
-		{"validator.env", "LD_LIBRARY_PATH or MY_*", PluginPatterns{Allowed: v.Env.Denied, Plugins: v.Env.Plugins}},
+		{"validator.devices", "/dev/fuse, /dev/dri/* or vendor.com/gpu=*", v.Devices, false},
+		{"validator.mounts", "/opt/drivers/* (an absolute host path)", v.Mounts, true},
+		{"validator.env", "LD_LIBRARY_PATH or MY_*", PluginPatterns{Allowed: v.Env.Denied, Plugins: v.Env.Plugins}, false},
 	} {
-		if err := c.patterns.check(c.key, c.example); err != nil {
+		if err := c.patterns.check(c.key, c.example, c.absolute); err != nil {
 			return err
 		}
 	}
