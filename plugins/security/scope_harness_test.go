@@ -176,7 +176,7 @@ func TestPluginIdentity(t *testing.T) {
 		{index: "55", name: "security", weaken: weakenAll, wantErr: []string{
 			"rule plugin-identity: plugin 55-security registered under the name of a plugin the policy trusts: 55-security besides the trusted 40-security",
 			"rule oci-hooks: plugin 55-security added OCI hooks",
-			"rule seccomp-adjustment: plugin 55-security set a seccomp policy that leaves the container unconfined",
+			"rule seccomp-adjustment: plugin 55-security set a seccomp policy (default action SCMP_ACT_ERRNO) that lets through system calls the runtime default denies",
 			"rule host-namespaces: plugin 55-security took the container into the host's namespaces",
 			"rule sysctls: plugin 55-security set sysctls outside the safe set",
 			"rule devices: plugin 55-security added devices outside validator.devices"}},
