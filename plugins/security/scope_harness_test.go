@@ -257,3 +257,26 @@ func TestTolerateMissingPlugins(t *testing.T) {
 		})
 	}
 }
+
+// TestMadeToLookPrivileged: a plugin that runs before security and gives
+// an unprivileged container the signs of privilege (every device allowed,
+// /sys writable) does not get it left unconfined: the validator sees the
+// container as the runtime made it. Only the seccomp rule is on, so that
+// the refusal is this check's and not the device-cgroups or mounts rule's.
+func TestMadeToLookPrivileged(t *testing.T) {
+	config := "rules:\n"
+	for _, r := range []string{"device-cgroups", "mounts", "host-namespaces", "plugin-identity"} {
+		config += "  " + r + ": \"off\"\n"
+	}
+	n := startNode(t, nodeOptions{config: config})
+	n.rt.StartPlugin(t, harness.BuildPlugin(t, testPluginPkg), "35", "e2e-test", harness.WithConfig(`env: {}
+weaken:
+  deviceCgroups: [{type: a, access: rwm}]
+  mounts: [{source: sysfs, destination: /sys, type: sysfs, options: [nosuid, rw]}]
+`))
+	_, err := n.create(t, podYAML("default", "dressed-up", nil))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), rejected+"default/dressed-up/app: rule seccomp: a plugin made the container look privileged")
+	assert.Len(t, n.logged(t, "left unconfined", map[string]any{"pod": "dressed-up", "reason": "privileged"}), 1,
+		"security's CreateContainer saw the plugin's changes")
+}

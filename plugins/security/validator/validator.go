@@ -225,7 +225,7 @@ func (v *Validator) madePrivileged(req *api.ValidateContainerAdjustmentRequest, 
 	if !own.LeftPrivileged || privileged.Of(req.GetContainer()).Privileged() {
 		return nil
 	}
-	return []Finding{{Rule: config.RuleSeccomp, Items: []string{"device-cgroup rules", "/sys mount"},
+	return []Finding{{Rule: config.RuleSeccomp, Unattributed: true, Items: []string{"device-cgroup rules", "/sys mount"},
 		Problem: "made the container look privileged (every device allowed, /sys writable), and so left unconfined by seccomp; " +
 			"the runtime did not make it privileged"}}
 }

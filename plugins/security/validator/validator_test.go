@@ -162,7 +162,7 @@ func TestCheck(t *testing.T) {
 			req: func(t *testing.T) *request { return newRequest(t, present...) }},
 		{name: "left unconfined as privileged, made to look so by a plugin", own: Own{LeftPrivileged: true},
 			req:  func(t *testing.T) *request { return newRequest(t, present...) },
-			want: []Finding{{Rule: config.RuleSeccomp, Items: []string{"device-cgroup rules", "/sys mount"}}}},
+			want: []Finding{{Rule: config.RuleSeccomp, Unattributed: true, Items: []string{"device-cgroup rules", "/sys mount"}}}},
 		{name: "namespace removed", req: func(t *testing.T) *request {
 			return newRequest(t, present...).namespace(other, &api.LinuxNamespace{Type: "network"}, true)
 		}, want: []Finding{{Rule: config.RuleHostNamespaces, Plugin: other,
