@@ -74,6 +74,11 @@ func startNode(t testing.TB, o nodeOptions) *node {
 // podYAML is a one-container pod ("app") with the given annotations and
 // extra spec lines.
 func podYAML(namespace, name string, annotations map[string]string, spec ...string) string {
+	return podWithContainer(namespace, name, annotations, spec, nil)
+}
+
+// podWithContainer is podYAML with extra lines of the container's spec too.
+func podWithContainer(namespace, name string, annotations map[string]string, spec, container []string) string {
 	s := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n  uid: uid-%s-%s\n", name, namespace, namespace, name)
 	if len(annotations) > 0 {
 		s += "  annotations:\n"
@@ -85,7 +90,11 @@ func podYAML(namespace, name string, annotations map[string]string, spec ...stri
 	for _, line := range spec {
 		s += "  " + line + "\n"
 	}
-	return s + "  containers:\n  - name: app\n    image: busybox\n"
+	s += "  containers:\n  - name: app\n    image: busybox\n"
+	for _, line := range container {
+		s += "    " + line + "\n"
+	}
+	return s
 }
 
 // create runs the pod's sandbox and creates its container, returning the

@@ -15,21 +15,11 @@ import (
 )
 
 // privilegedPod is a one-container pod whose container ("app") has the
-// security context sc (YAML flow), with extra lines of the container's spec.
+// security context sc (YAML flow), with extra lines of the container's
+// spec, and the host's /dev as a volume it may mount.
 func privilegedPod(namespace, name, sc string, annotations map[string]string, ctrLines ...string) string {
-	s := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n  uid: uid-%s-%s\n", name, namespace, namespace, name)
-	if len(annotations) > 0 {
-		s += "  annotations:\n"
-		for k, v := range annotations {
-			s += fmt.Sprintf("    %s: %q\n", k, v)
-		}
-	}
-	s += "spec:\n  volumes: [{name: dev, hostPath: {path: /dev}}]\n  containers:\n  - name: app\n    image: busybox\n"
-	s += "    securityContext: " + sc + "\n"
-	for _, l := range ctrLines {
-		s += "    " + l + "\n"
-	}
-	return s
+	return podWithContainer(namespace, name, annotations, []string{"volumes: [{name: dev, hostPath: {path: /dev}}]"},
+		append([]string{"securityContext: " + sc}, ctrLines...))
 }
 
 const privilegedConfig = `
