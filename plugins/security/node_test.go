@@ -64,7 +64,9 @@ const (
 	// would hide the user-namespace rule.
 	nodeConfig = `runtime-handlers: [` + sandbox.AltRuntimeHandler + `]
 rules:
-  seccomp: {namespaces: {tenants: audit, tenants-audit: audit}, runtime-handlers: {` + sandbox.AltRuntimeHandler + `: "off"}}
+  # enforce, not the default, so that CRI-O v1.34 fails closed (it audits
+  # there by default).
+  seccomp: {mode: enforce, namespaces: {tenants: audit, tenants-audit: audit}, runtime-handlers: {` + sandbox.AltRuntimeHandler + `: "off"}}
   user-namespace: {namespaces: {tenants-audit: audit}}
 seccomp:
   profile-dir: %s

@@ -52,8 +52,8 @@ import (
 //     then listen on the node's loopback and are probed there, as the chart
 //     renders a plugin on the host network (security);
 //   - the ConfigMap becomes a host directory holding its config.yaml (static
-//     pods cannot use ConfigMaps), with crioSecurityConfig's change to
-//     security's on CRI-O, as TestPreRegisteredInstall does;
+//     pods cannot use ConfigMaps), as the chart renders it, on CRI-O too
+//     (security's seccomp rule audits there by default);
 //   - the NRI socket and CDI host directories are the sandbox's;
 //   - sidecar-order's helper directory (helperDir) is one in the test's
 //     temporary directory, on the host and in the containers alike: the
@@ -94,9 +94,6 @@ func testChartDaemonSets(t *testing.T, rt string) {
 		ds, ok := daemonSets[name]
 		require.True(t, ok, "the chart renders a DaemonSet for %s", name)
 		config := configs[name].Data["config.yaml"]
-		if name == "security" && rt == "crio" {
-			config = string(crioSecurityConfig(t, []byte(config)))
-		}
 		paths.config = t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(paths.config, "config.yaml"), []byte(config), 0o644))
 		pod := staticPod(t, ds, paths)

@@ -17,31 +17,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
-	"gopkg.in/yaml.v3"
 )
-
-// crioSecurityConfig is security's shipped configuration with what it
-// needs besides on CRI-O v1.34, whose NRI drops seccomp policies: the
-// seccomp rule in audit mode, since enforcing would refuse every unconfined
-// container (deployments/crio/README.md). The plugin leaves validation out
-// there by itself.
-func crioSecurityConfig(t *testing.T, shipped []byte) []byte {
-	t.Helper()
-	var cfg map[string]any
-	require.NoError(t, yaml.Unmarshal(shipped, &cfg), "security's shipped configuration")
-	if cfg == nil {
-		cfg = map[string]any{}
-	}
-	rules, _ := cfg["rules"].(map[string]any)
-	if rules == nil {
-		rules = map[string]any{}
-	}
-	rules["seccomp"] = "audit"
-	cfg["rules"] = rules
-	out, err := yaml.Marshal(cfg)
-	require.NoError(t, err)
-	return out
-}
 
 // TestPreRegisteredInstall runs the whole suite as pre-registered plugins on
 // a real runtime and kubelet: the binaries are laid out by install.sh (what
@@ -67,8 +43,6 @@ func testPreRegistered(t *testing.T, rt string) {
 		switch {
 		case specs[i].Name == "device-injector":
 			specs[i].Config = append(specs[i].Config, "spec-dirs: ["+sandbox.CDIDir+"]\n"...)
-		case specs[i].Name == "security" && rt == "crio":
-			specs[i].Config = crioSecurityConfig(t, specs[i].Config)
 		}
 	}
 

@@ -109,7 +109,9 @@ type File struct {
 
 // Config is the checked configuration.
 type Config struct {
-	modes          map[Rule]Scoped[Mode]
+	modes map[Rule]Scoped[Mode]
+	// modeSet: the file set the rule's own mode, not only scoped ones.
+	modeSet        map[Rule]bool
 	Seccomp        Seccomp
 	UserNamespaces UserNamespaces
 	Validator      ValidatorFile
@@ -142,7 +144,7 @@ func (f File) check() (*Config, error) {
 	if err := checkHandlers(f.RuntimeHandlers); err != nil {
 		return nil, err
 	}
-	cfg := &Config{modes: map[Rule]Scoped[Mode]{}, UserNamespaces: f.UserNamespaces, Validator: f.Validator}
+	cfg := &Config{modes: map[Rule]Scoped[Mode]{}, modeSet: map[Rule]bool{}, UserNamespaces: f.UserNamespaces, Validator: f.Validator}
 	for _, r := range Rules {
 		cfg.modes[r] = Scoped[Mode]{Default: Enforce}
 	}
@@ -155,6 +157,7 @@ func (f File) check() (*Config, error) {
 			return nil, err
 		}
 		cfg.modes[Rule(name)] = m
+		cfg.modeSet[Rule(name)] = f.Rules[name].Mode != ""
 	}
 	var err error
 	if cfg.Seccomp, err = f.Seccomp.check(f.RuntimeHandlers); err != nil {
@@ -234,6 +237,14 @@ func (c *Config) contradictions() error {
 
 // Mode is the mode of rule for a pod.
 func (c *Config) Mode(rule Rule, scope Scope) Mode { return c.modes[rule].For(scope) }
+
+// DefaultMode reports whether the mode of rule for a pod is the built-in
+// default: neither the rule's mode nor one for the pod's namespace or
+// runtime handler is set.
+func (c *Config) DefaultMode(rule Rule, scope Scope) bool {
+	_, explicit := c.ExplicitMode(rule, scope)
+	return !explicit && !c.modeSet[rule]
+}
 
 // ExplicitMode is the mode of rule that the pod's runtime handler or
 // namespace sets; ok is false when only the rule's default applies.

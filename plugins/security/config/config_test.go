@@ -66,6 +66,10 @@ func TestParse(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, cfg.Mode(tc.rule, tc.scope), "%s in %+v", tc.rule, tc.scope)
 	}
+	assert.True(t, cfg.DefaultMode(RuleSysctls, ns("x")), "not set: the built-in default")
+	assert.False(t, cfg.DefaultMode(RuleOCIHooks, ns("x")), "rules.oci-hooks.mode is set")
+	assert.False(t, cfg.DefaultMode(RuleSeccomp, ns("staging")), "set for the namespace")
+	assert.True(t, cfg.DefaultMode(RuleRequiredPlugins, ns("default")), "set for another namespace only")
 	_, explicit := cfg.ExplicitMode(RuleHostNamespaces, ns("default"))
 	assert.False(t, explicit, "only the rule's default applies in default")
 	mode, explicit := cfg.ExplicitMode(RuleHostNamespaces, ns("tenants"))

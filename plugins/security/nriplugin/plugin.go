@@ -139,8 +139,8 @@ func (p *Plugin) SetRuntime(name, version string) {
 	p.mu.Unlock()
 	if !recent {
 		p.log.WithField("runtime", name+" "+version).Warn("the runtime's NRI drops seccomp policies and calls no validators: " +
-			"containers that need a profile are refused in enforce mode (set rules.seccomp.mode to audit or off to let them run), " +
-			"and other plugins' adjustments are not validated")
+			"the seccomp rule audits where its mode is the built-in default, and refuses the containers it would confine where " +
+			"rules.seccomp says enforce; other plugins' adjustments are not validated")
 	}
 }
 
@@ -306,6 +306,12 @@ func (p *Plugin) confine(id k8s.Identity, scope config.Scope, pod *api.PodSandbo
 	}
 	name := profileName(choice.Profile)
 	if !p.recentRuntime {
+		if p.cfg.DefaultMode(config.RuleSeccomp, scope) {
+			// Refusing every container the plugin cannot confine would
+			// break every pod of a node whose operator asked for nothing:
+			// fail closed only where the configuration says enforce.
+			mode = config.Audit
+		}
 		return nil, validator.Own{}, p.judge(config.RuleSeccomp, mode, reason, id, fmt.Errorf(
 			"%s: cannot apply seccomp profile %s: runtime %s drops NRI seccomp policies (containerd >= %s or CRI-O >= %s apply them)",
 			choice.Reason, name, p.runtime, minRecentNRI["containerd"], minRecentNRI["cri-o"]))

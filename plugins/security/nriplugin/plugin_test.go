@@ -108,9 +108,10 @@ func TestUnsupportedRuntimeFailsClosed(t *testing.T) {
 		config           string
 		wantErr          string
 	}{
-		{"cri-o", "1.34.0", "", "runtime cri-o 1.34.0 drops NRI seccomp policies"},
+		{"cri-o", "1.34.0", "rules: {seccomp: enforce}\n", "runtime cri-o 1.34.0 drops NRI seccomp policies"},
+		{"cri-o", "1.34.0", "rules: {seccomp: {namespaces: {default: enforce}}}\n", "runtime cri-o 1.34.0 drops NRI seccomp policies"},
 		{"cri-o", "1.34.0", "rules: {seccomp: {mode: audit}}\n", ""},
-		{"containerd", "v2.1.4", "", "runtime containerd v2.1.4 drops NRI seccomp policies"},
+		{"containerd", "v2.1.4", "rules: {seccomp: enforce}\n", "runtime containerd v2.1.4 drops NRI seccomp policies"},
 		{"containerd", "v2.4.2", "", ""},
 		{"cri-o", "1.35.1", "", ""},
 	} {
@@ -131,6 +132,22 @@ func TestUnsupportedRuntimeFailsClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnsupportedRuntimeDefaultAudits: where the configuration does not
+// say enforce, a runtime that drops seccomp policies gets the rule in
+// audit mode rather than every unconfined container refused, so that
+// installing the suite with its defaults on CRI-O 1.34 breaks no pod.
+func TestUnsupportedRuntimeDefaultAudits(t *testing.T) {
+	f := newFixture(t, "rules: {seccomp: {namespaces: {strict: enforce}}}\n")
+	f.p.SetRuntime("cri-o", "1.34.0")
+	before := f.decisions(t, "seccomp", outcomeAudited)
+	adjust, _, err := f.p.CreateContainer(context.Background(), pod("default", "web", nil), unconfined)
+	require.NoError(t, err)
+	assert.Nil(t, adjust)
+	assert.Equal(t, before+1, f.decisions(t, "seccomp", outcomeAudited), "counted as audited")
+	_, _, err = f.p.CreateContainer(context.Background(), pod("strict", "web", nil), unconfined)
+	assert.ErrorContains(t, err, "drops NRI seccomp policies", "fails closed where the configuration enforces")
 }
 
 func TestConfigureErrorKeepsConfiguration(t *testing.T) {

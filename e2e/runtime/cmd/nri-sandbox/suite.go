@@ -80,12 +80,6 @@ func sandboxConfig(spec sandbox.PluginSpec, all []sandbox.PluginSpec, sb *sandbo
 				config += fmt.Sprintf("  mounts:\n    plugins: {%s-sidecar-order: [%s]}\n", other.Idx, strings.Join(sidecarMounts(other, sb), ", "))
 			}
 		}
-		if sb.Runtime().Name() == "crio" {
-			// CRI-O v1.34 drops NRI seccomp policies; enforcing would
-			// refuse every unconfined container. (It has no validation
-			// either: the plugin leaves it out there by itself.)
-			config += "rules:\n  seccomp: {mode: audit}\n"
-		}
 		return []byte(config)
 	}
 	return nil
