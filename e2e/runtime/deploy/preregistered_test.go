@@ -40,8 +40,7 @@ func testPreRegistered(t *testing.T, rt string) {
 	require.NoError(t, err)
 	require.Len(t, specs, len(plugins), "every installed plugin is in the layout")
 	for i := range specs {
-		switch {
-		case specs[i].Name == "device-injector":
+		if specs[i].Name == "device-injector" {
 			specs[i].Config = append(specs[i].Config, "spec-dirs: ["+sandbox.CDIDir+"]\n"...)
 		}
 	}
