@@ -53,7 +53,8 @@ import (
 //     renders a plugin on the host network (security);
 //   - the ConfigMap becomes a host directory holding its config.yaml (static
 //     pods cannot use ConfigMaps), as the chart renders it, on CRI-O too
-//     (security's seccomp rule audits there by default);
+//     (security's seccomp rule audits there by default), with the moved
+//     directories below moved in it too;
 //   - the NRI socket and CDI host directories are the sandbox's;
 //   - sidecar-order's helper directory (helperDir) is one in the test's
 //     temporary directory, on the host and in the containers alike: the
@@ -94,6 +95,10 @@ func testChartDaemonSets(t *testing.T, rt string) {
 		ds, ok := daemonSets[name]
 		require.True(t, ok, "the chart renders a DaemonSet for %s", name)
 		config := configs[name].Data["config.yaml"]
+		for from, to := range paths.moved {
+			// security's policy names sidecar-order's helper where it is.
+			config = strings.ReplaceAll(config, from+"/", to+"/")
+		}
 		paths.config = t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(paths.config, "config.yaml"), []byte(config), 0o644))
 		pod := staticPod(t, ds, paths)
