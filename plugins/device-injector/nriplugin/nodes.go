@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/devnode"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
 )
@@ -14,6 +16,25 @@ import (
 // ErrNoDevice is wrapped by the error for a device path that is not a char
 // or block device node on the host.
 var ErrNoDevice = errors.New("no such device node")
+
+// allowDevicePath checks a device's host path against the rule as written
+// and with its symlinks followed, as the node's numbers are read: otherwise
+// a link in an allowed directory (/dev/allowed/x -> /dev/sda) would hand the
+// container the disk. A link the host's tools make (/dev/disk/by-id/...)
+// passes only if the rule allows its target too.
+func allowDevicePath(rule config.Rule, namespace, path string) error {
+	if err := rule.AllowDevicePath(namespace, path); err != nil {
+		return err
+	}
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil // hostDevice says that the node is missing
+	}
+	if err := rule.AllowDevicePath(namespace, resolved); err != nil {
+		return fmt.Errorf("device %s is %s on the host: %w", path, resolved, err)
+	}
+	return nil
+}
 
 // hostDevice completes a requested device node from the host: its type and
 // numbers when the annotation leaves them out (and a check that they agree

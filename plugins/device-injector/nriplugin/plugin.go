@@ -264,7 +264,7 @@ func checkPolicy(rule config.Rule, namespace string, annotations map[string]stri
 		refuse(c.Key, rule.AllowCDI(namespace, c.Name))
 	}
 	for _, d := range req.Devices {
-		refuse(d.Key, rule.AllowDevicePath(namespace, d.Path))
+		refuse(d.Key, allowDevicePath(rule, namespace, d.Path))
 	}
 	mounts := make([]rspec.Mount, len(req.Mounts))
 	for i, m := range req.Mounts {

@@ -417,3 +417,23 @@ func TestCreateContainerFailsWhenLocalityCannotBePublished(t *testing.T) {
 	assert.Contains(t, err.Error(), f.records.Dir())
 	assert.Equal(t, 1.0, f.metric(t, `nri_suite_device_injector_failures_total{reason="record"}`))
 }
+
+// TestDevicePathSymlinkOutOfPolicy: a device path in an allowed directory
+// that is a symlink to a node outside it is refused; before, the policy saw
+// the link and the container got the target's numbers.
+func TestDevicePathSymlinkOutOfPolicy(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink("/dev/null", filepath.Join(dir, "disk")))
+	f := newFixture(t, "mode: plugin\npolicy:\n  default:\n    device-paths: [\""+dir+"/*\"]\n")
+	ann := map[string]string{"devices.nri-suite.io": "- path: " + dir + "/disk"}
+	_, err := f.create(t, pod("default", ann), container("ctr-1"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "annotation devices.nri-suite.io=")
+	assert.Contains(t, err.Error(), "device "+dir+"/disk is /dev/null on the host")
+
+	f = newFixture(t, "mode: plugin\npolicy:\n  default:\n    device-paths: [\""+dir+"/*\", /dev/null]\n")
+	adjust, err := f.create(t, pod("default", ann), container("ctr-1"))
+	require.NoError(t, err, "a link whose target the rule allows too")
+	require.Len(t, adjust.GetLinux().GetDevices(), 1)
+	assert.Equal(t, int64(3), adjust.GetLinux().GetDevices()[0].GetMinor(), "the target's numbers")
+}
