@@ -36,6 +36,11 @@ func TestRunMain(t *testing.T) {
 		{name: "bad name", args: []string{"--name=a b"}, wantCode: 1, wantErr: `--name: invalid plugin name "a b"`},
 		{name: "empty socket", args: []string{"--socket="}, wantCode: 1, wantErr: "empty --socket"},
 		{name: "missing config file", args: []string{"--config=" + missing}, wantCode: 1, wantErr: "read config file " + missing},
+		{name: "relative config file", args: []string{"--config=plugin.yaml"}, wantCode: 1, wantErr: `--config: "plugin.yaml": expected an absolute path`},
+		{name: "relative socket", args: []string{"--socket=nri.sock"}, wantCode: 1, wantErr: `--socket: "nri.sock": expected an absolute path`},
+		{name: "shared dir /", args: []string{"--shared-dir=/"}, wantCode: 1, wantErr: `--shared-dir: "/" is a system directory`},
+		{name: "shared dir /run", args: []string{"--shared-dir=/run"}, wantCode: 1, wantErr: `--shared-dir: "/run" is a system directory: expected a file or directory of the plugin's own, such as /run/nri-suite`},
+		{name: "unclean shared dir", args: []string{"--shared-dir=/run/nri-suite/"}, wantCode: 1, wantErr: `--shared-dir: "/run/nri-suite/": expected a clean absolute path, such as /run/nri-suite`},
 		{name: "busy HTTP address", args: []string{socket, "--http-addr=" + busy.Addr().String()}, wantCode: 1, wantErr: "listen on --http-addr"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -84,6 +84,9 @@ func (s *Settings) validate(preRegistered bool) error {
 	if !metricsNamespaceRE.MatchString(MetricsNamespace(s.Plugin)) {
 		return fmt.Errorf("invalid plugin kind %q: expected letters, digits, '-' and '_'", s.Plugin)
 	}
+	if err := s.checkPaths(); err != nil {
+		return err
+	}
 	if preRegistered {
 		// The runtime chose name and index from the file name; flags do not apply.
 		return nil
@@ -99,6 +102,19 @@ func (s *Settings) validate(preRegistered bool) error {
 	}
 	if s.SocketPath == "" {
 		return fmt.Errorf("empty --socket: expected the path of the runtime's NRI socket")
+	}
+	return CheckPath("--socket", s.SocketPath)
+}
+
+// checkPaths checks the path flags that are set (empty disables them).
+func (s *Settings) checkPaths() error {
+	for _, f := range []struct{ flag, value string }{{"--config", s.ConfigFile}, {"--shared-dir", s.SharedDir}} {
+		if f.value == "" {
+			continue
+		}
+		if err := CheckPath(f.flag, f.value); err != nil {
+			return err
+		}
 	}
 	return nil
 }
