@@ -31,7 +31,13 @@ type node struct {
 
 func startNode(t *testing.T) *node {
 	t.Helper()
-	n := &node{rt: harness.New(t), helper: helpertest.Build(t, ""), stateDir: filepath.Join(t.TempDir(), "state")}
+	return startNodeIn(t, harness.New(t), filepath.Join(t.TempDir(), "state"))
+}
+
+// startNodeIn connects the plugin to rt with stateDir as its --state-dir.
+func startNodeIn(t *testing.T, rt *harness.Runtime, stateDir string) *node {
+	t.Helper()
+	n := &node{rt: rt, helper: helpertest.Build(t, ""), stateDir: stateDir}
 	n.plugin = n.rt.StartPlugin(t, harness.BuildPlugin(t, pluginPkg), "20", "sidecar-order",
 		harness.WithArgs("--log-level", "debug", "--http-addr", "", "--helper", n.helper, "--state-dir", n.stateDir))
 	return n
@@ -199,12 +205,69 @@ func TestRefusedCreations(t *testing.T) {
 // synchronizes; those of running pods stay.
 func TestSynchronizeRemovesStaleDirs(t *testing.T) {
 	n := startNode(t)
-	p := n.rt.RunPod(t, harness.ParsePod(t, podYAML("kept", `    sidecar-order.nri-suite.io/sidecars: proxy`, "proxy", "app")))
-	stale := filepath.Join(n.stateDir, "uid-gone")
-	require.NoError(t, os.Mkdir(stale, 0o777))
-	n.plugin.Stop(t)
+	annotated := `    sidecar-order.nri-suite.io/sidecars: proxy`
+	kept := n.rt.RunPod(t, harness.ParsePod(t, podYAML("kept", annotated, "proxy", "app")))
+	gone := n.rt.RunPod(t, harness.ParsePod(t, podYAML("gone", annotated, "proxy", "app")))
+	n.plugin.Kill(t)
+	n.rt.RemovePod(t, gone)
+	require.DirExists(t, filepath.Join(n.stateDir, "uid-gone"), "removed while the plugin was down")
 	n.plugin.Restart(t)
-	assert.NoDirExists(t, stale)
+	assert.NoDirExists(t, filepath.Join(n.stateDir, "uid-gone"))
 	assert.DirExists(t, filepath.Join(n.stateDir, "uid-kept"))
-	n.rt.RemovePod(t, p)
+	n.rt.RemovePod(t, kept)
+}
+
+// TestSharedStateDirLosesNothing: pointed at the shared state directory,
+// the plugin removes only the coordination directories it made. The other
+// plugins' records survive its Synchronize, a pod whose uid names one of
+// their directories is refused instead of being given it, and that pod's
+// removal removes nothing either.
+func TestSharedStateDirLosesNothing(t *testing.T) {
+	rt := harness.New(t)
+	shared := rt.SharedDir()
+	others := []string{"placements/c1.json", "devices/c1.json", "pools/shared.json", "device-health/gpu0.json", "uid-other/data"}
+	for _, f := range others {
+		require.NoError(t, os.MkdirAll(filepath.Join(shared, filepath.Dir(f)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(shared, f), []byte("{}\n"), 0o644))
+	}
+	n := startNodeIn(t, rt, shared)
+	annotated := `    sidecar-order.nri-suite.io/sidecars: proxy`
+	gone := n.rt.RunPod(t, harness.ParsePod(t, podYAML("gone", annotated, "proxy", "app")))
+	n.plugin.Kill(t)
+	n.rt.RemovePod(t, gone)
+	n.plugin.Restart(t)
+	assert.NoDirExists(t, filepath.Join(shared, "uid-gone"), "the plugin's own stale directory goes")
+	for _, f := range others {
+		assert.FileExists(t, filepath.Join(shared, f), "Synchronize leaves what the plugin did not make")
+	}
+
+	for _, tc := range []struct{ uid, annotations string }{
+		{"placements", annotated},
+		{"devices", `    other.example.com/x: "y"`},
+	} {
+		p := n.rt.NewPod(t, harness.ParsePod(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: default
+  uid: %s
+  annotations:
+%s
+spec:
+  containers:
+  - {name: proxy, image: busybox, command: [/bin/proxy]}
+  - {name: app, image: busybox, command: [/bin/app]}
+`, tc.uid, tc.uid, tc.annotations)))
+		if err := n.rt.StartPod(p); tc.annotations == annotated {
+			require.Error(t, err, "pod %s", tc.uid)
+			assert.Contains(t, err.Error(), filepath.Join(shared, tc.uid)+" exists and was not made by sidecar-order")
+		} else {
+			require.NoError(t, err)
+		}
+		n.rt.RemovePod(t, p)
+	}
+	for _, f := range others {
+		assert.FileExists(t, filepath.Join(shared, f), "pods whose uid names a directory of others remove none")
+	}
+	assert.NoFileExists(t, filepath.Join(shared, "placements", "pod.json"))
 }

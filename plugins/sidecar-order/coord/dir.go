@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,10 @@ const (
 	registered    = ".registered" // the plugin created this main container
 	lockSuffix    = ".lock"       // held by the container's helper while it lives; not empty once a main's helper ran
 	ready         = ".ready"      // this sidecar passed its readiness check
+	// ownerMark is made by the plugin with the directory, before anything
+	// else: the plugin removes, or writes into, only directories that hold
+	// it, so that a state directory shared with other files loses none.
+	ownerMark = ".nri-sidecar-order"
 )
 
 // Dir is one pod's coordination directory.
@@ -51,6 +56,41 @@ func (d Dir) writeAtomic(name string, data []byte) error {
 		return fmt.Errorf("writing %s: %w", d.file(name), err)
 	}
 	return nil
+}
+
+// Make creates the directory, writable by every container of the pod
+// whatever user it runs as (it is mounted into this pod's containers only),
+// and marks it as the plugin's. An existing directory is taken only if it
+// is the plugin's (Owned).
+func (d Dir) Make() error {
+	err := os.Mkdir(d.Path, 0o777)
+	if errors.Is(err, fs.ErrExist) && !d.Owned() {
+		return fmt.Errorf("making the coordination directory: %s exists and was not made by sidecar-order (it holds no %s): left alone", d.Path, ownerMark)
+	}
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("making the coordination directory: %w", err)
+	}
+	if err := os.Chmod(d.Path, 0o777); err != nil {
+		return fmt.Errorf("making the coordination directory: %w", err)
+	}
+	if regular(d.file(ownerMark)) {
+		return nil
+	}
+	// A directory made before the mark existed gets it now.
+	return d.writeAtomic(ownerMark, nil)
+}
+
+// Owned reports whether the plugin made the directory: it holds the mark,
+// or, made by a version of the plugin that did not mark its directories
+// yet, the pod's spec. Only regular files count, looked at without opening
+// them (a FIFO in their place cannot block the caller).
+func (d Dir) Owned() bool {
+	return regular(d.file(ownerMark)) || regular(d.file(specFile))
+}
+
+func regular(path string) bool {
+	info, err := os.Lstat(path)
+	return err == nil && info.Mode().IsRegular()
 }
 
 // WriteSpec stores the pod's spec.

@@ -3,6 +3,7 @@ package coord_test
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,4 +87,36 @@ func TestSpecRoundTrip(t *testing.T) {
 	_, err = d.ReadSpec()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "decoding the pod's sidecar spec")
+}
+
+// TestOwnership: Make marks the directory it makes; an existing directory
+// is taken only if the plugin made it, marked or (made before marks) with
+// the pod's spec, and a FIFO is no mark.
+func TestOwnership(t *testing.T) {
+	base := t.TempDir()
+	made := coord.Dir{Path: filepath.Join(base, "made")}
+	require.NoError(t, made.Make())
+	assert.True(t, made.Owned())
+	info, err := os.Stat(made.Path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o777), info.Mode().Perm())
+	require.NoError(t, made.Make(), "the plugin's own directory is taken again")
+
+	legacy := coord.Dir{Path: filepath.Join(base, "legacy")}
+	require.NoError(t, os.Mkdir(legacy.Path, 0o755))
+	require.NoError(t, legacy.WriteSpec(&coord.Pod{Sidecars: []coord.Sidecar{{Name: "proxy"}}}))
+	assert.True(t, legacy.Owned(), "a directory with the pod's spec was made by an earlier version")
+	require.NoError(t, legacy.Make())
+	assert.FileExists(t, filepath.Join(legacy.Path, ".nri-sidecar-order"), "and is marked now")
+
+	foreign := coord.Dir{Path: filepath.Join(base, "placements")}
+	require.NoError(t, os.Mkdir(foreign.Path, 0o755))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(foreign.Path, ".nri-sidecar-order"), 0o644))
+	assert.False(t, foreign.Owned())
+	err = foreign.Make()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), foreign.Path+" exists and was not made by sidecar-order (it holds no .nri-sidecar-order): left alone")
+	info, err = os.Stat(foreign.Path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), info.Mode().Perm(), "left as it was")
 }

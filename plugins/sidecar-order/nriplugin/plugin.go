@@ -14,6 +14,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -65,9 +66,11 @@ type Plugin struct {
 	adjusted    map[string]bool // ids of containers created with the helper, until PostCreateContainer
 }
 
-// New checks the helper and the state directory and builds the plugin.
+// New checks the helper and the state directory and builds the plugin. It
+// creates nothing: the state directory is made at the first annotated pod,
+// once the configuration, which may name another, is known.
 func New(deps plugin.Deps, opts Options) (*Plugin, error) {
-	path, err := opts.check()
+	path, err := opts.check(flagKeys)
 	if err != nil && opts.HelperPath == "" && errors.Is(err, os.ErrNotExist) {
 		// A pre-registered plugin learns where the helper is from its
 		// configuration, which arrives after this.
@@ -87,16 +90,28 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	return p, nil
 }
 
-// check finds the helper and makes the state directory; it returns the
-// helper's absolute path.
-func (o Options) check() (string, error) {
-	if o.StateDir == "" {
-		return "", errors.New("empty state directory: expected a path such as " + DefaultStateDir)
+// pathKeys name the helper and the state directory in messages: the flags,
+// or the configuration's keys.
+type pathKeys struct{ helper, stateDir string }
+
+var (
+	flagKeys   = pathKeys{helper: "--helper", stateDir: "--state-dir"}
+	configKeys = pathKeys{helper: "helper", stateDir: "state-dir"}
+)
+
+// check finds the helper and checks the state directory's path; it returns
+// the helper's path.
+func (o Options) check(keys pathKeys) (string, error) {
+	if err := plugin.CheckPath(keys.stateDir, o.StateDir); err != nil {
+		return "", err
 	}
-	// 0711: the pods' directories are reachable by their containers, but
-	// no host user can list which pods have one.
-	if err := os.MkdirAll(o.StateDir, 0o711); err != nil {
-		return "", fmt.Errorf("making state directory: %w", err)
+	if info, err := os.Stat(o.StateDir); err == nil && !info.IsDir() {
+		return "", fmt.Errorf("%s: %q is not a directory (mode %s): expected a directory", keys.stateDir, o.StateDir, info.Mode())
+	}
+	if o.HelperPath != "" {
+		if err := plugin.CheckPath(keys.helper, o.HelperPath); err != nil {
+			return "", err
+		}
 	}
 	return helperPath(o.HelperPath)
 }
@@ -119,7 +134,7 @@ func (p *Plugin) Configure(data []byte, source string) error {
 	if err := plugin.DecodeConfig(data, source, &c); err != nil {
 		return err
 	}
-	path, err := Options{HelperPath: c.Helper, StateDir: c.StateDir}.check()
+	path, err := Options{HelperPath: c.Helper, StateDir: c.StateDir}.check(configKeys)
 	if err != nil {
 		return fmt.Errorf("configuration from %s: %w", source, err)
 	}
@@ -146,10 +161,6 @@ func helperPath(path string) (string, error) {
 			return "", fmt.Errorf("finding the helper next to the plugin: %w", err)
 		}
 		path = filepath.Join(filepath.Dir(self), HelperName)
-	}
-	path, err := filepath.Abs(path)
-	if err != nil {
-		return "", fmt.Errorf("helper %s: %w", path, err)
 	}
 	info, err := os.Stat(path)
 	if err != nil {
@@ -254,13 +265,13 @@ func HelperArgs(role, container string, args []string) []string {
 
 // prepare makes the pod's directory, writes its spec and registers a main.
 func (p *Plugin) prepare(dir coord.Dir, spec *coord.Pod, role, container string) error {
-	if err := os.MkdirAll(dir.Path, 0o777); err != nil {
-		return fmt.Errorf("making the coordination directory: %w", err)
+	// 0711: the pods' directories are reachable by their containers, but
+	// no host user can list which pods have one.
+	if err := os.MkdirAll(filepath.Dir(dir.Path), 0o711); err != nil {
+		return fmt.Errorf("making the state directory: %w", err)
 	}
-	// Writable by every container of the pod, whatever user it runs as;
-	// the directory is mounted into this pod's containers only.
-	if err := os.Chmod(dir.Path, 0o777); err != nil {
-		return fmt.Errorf("making the coordination directory: %w", err)
+	if err := dir.Make(); err != nil {
+		return err
 	}
 	if err := dir.WriteSpec(spec); err != nil {
 		return err
@@ -315,7 +326,8 @@ func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	return nil
 }
 
-// RemovePodSandbox collects the last reports and removes the pod's directory.
+// RemovePodSandbox collects the last reports and removes the pod's
+// directory, if the plugin made it.
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	dir, ok := p.collect(pod)
 	if !ok {
@@ -329,13 +341,10 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 }
 
 // collect turns the pod's reports into metrics; ok is false when the pod
-// has no coordination directory.
+// has no coordination directory the plugin made.
 func (p *Plugin) collect(pod *api.PodSandbox) (coord.Dir, bool) {
 	dir, err := p.podDir(pod)
-	if err != nil {
-		return dir, false
-	}
-	if _, err := os.Stat(dir.Path); err != nil {
+	if err != nil || !dir.Owned() {
 		return dir, false
 	}
 	reports, err := dir.TakeReports()
@@ -350,7 +359,9 @@ func (p *Plugin) collect(pod *api.PodSandbox) (coord.Dir, bool) {
 }
 
 // Synchronize removes the directories of pods that went while the plugin
-// was away, so that a missed RemovePodSandbox leaves nothing behind.
+// was away, so that a missed RemovePodSandbox leaves nothing behind. It
+// removes only the directories the plugin made (coord.Dir.Owned): the state
+// directory may hold others, such as the shared state's when pointed at it.
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	keep := map[string]bool{}
 	for _, pod := range pods {
@@ -360,12 +371,19 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api
 	}
 	_, stateDir := p.paths()
 	entries, err := os.ReadDir(stateDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // made at the first annotated pod
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sidecar-order: listing %s: %w", stateDir, err)
 	}
 	for _, e := range entries {
 		path := filepath.Join(stateDir, e.Name())
 		if !e.IsDir() || keep[path] {
+			continue
+		}
+		if !(coord.Dir{Path: path}).Owned() {
+			p.log.WithField("dir", path).Debug("not a coordination directory the plugin made: left alone")
 			continue
 		}
 		if err := os.RemoveAll(path); err != nil {

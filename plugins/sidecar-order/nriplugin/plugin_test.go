@@ -138,10 +138,18 @@ func TestConfigure(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no helper binary: expected --helper or helper in the configuration")
 
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown key", "helpr: /x\n", "helpr"},
 		{"missing helper", "helper: /nonexistent/helper\n", "helper /nonexistent/helper"},
-		{"empty state dir", "state-dir: \"\"\n", "empty state directory"},
+		{"empty state dir", "state-dir: \"\"\n", `state-dir: empty: expected an absolute path`},
+		{"root state dir", "state-dir: /\n", `state-dir: "/" is a system directory`},
+		{"system state dir", "state-dir: /var/lib\n", `state-dir: "/var/lib" is a system directory`},
+		{"relative state dir", "state-dir: state\n", `state-dir: "state": expected an absolute path`},
+		{"unclean state dir", "state-dir: /run/nri-suite/../sidecar-order\n", `state-dir: "/run/nri-suite/../sidecar-order": expected a clean absolute path, such as /run/sidecar-order`},
+		{"state dir a file", "state-dir: " + file + "\n", `state-dir: "` + file + `" is not a directory (mode -rw-r--r--): expected a directory`},
+		{"relative helper", "helper: bin/nri-sidecar-helper\n", `helper: "bin/nri-sidecar-helper": expected an absolute path`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := p.Configure([]byte(tc.yaml), "test config")
@@ -158,4 +166,30 @@ func TestConfigure(t *testing.T) {
 	require.Len(t, adjust.GetMounts(), 2)
 	assert.Equal(t, bin, adjust.GetMounts()[0].Source)
 	assert.Equal(t, filepath.Join(stateDir, "uid-web"), adjust.GetMounts()[1].Source)
+}
+
+// TestStateDirMadeOnceConfigured: neither New nor Configure creates a state
+// directory, the default's least: it is made at the first annotated pod, in
+// the directory the configuration names.
+func TestStateDirMadeOnceConfigured(t *testing.T) {
+	base := t.TempDir()
+	flagDir, configDir := filepath.Join(base, "default"), filepath.Join(base, "configured")
+	p, err := New(plugin.Deps{Log: logrus.NewEntry(logrus.New()), Registry: prometheus.NewRegistry(), MetricsNamespace: "test"},
+		Options{HelperPath: helpertest.Build(t, ""), StateDir: flagDir})
+	require.NoError(t, err)
+	assert.NoDirExists(t, flagDir, "not made before the configuration arrives")
+	require.NoError(t, p.Configure([]byte("state-dir: "+configDir+"\n"), "test config"))
+	assert.NoDirExists(t, configDir, "not made before a pod needs it")
+	_, err = p.Synchronize(context.Background(), nil, nil)
+	require.NoError(t, err, "nothing to clean up in a directory not made yet")
+
+	pod := &api.PodSandbox{Id: "sandbox", Name: "web", Namespace: "default", Uid: "uid-web",
+		Annotations: map[string]string{"sidecar-order.nri-suite.io/sidecars": "proxy"}}
+	_, _, err = p.CreateContainer(context.Background(), pod, &api.Container{Id: "c1", PodSandboxId: "sandbox", Name: "app", Args: []string{"/app"}})
+	require.NoError(t, err)
+	info, err := os.Stat(configDir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o711), info.Mode().Perm())
+	assert.DirExists(t, filepath.Join(configDir, "uid-web"))
+	assert.NoDirExists(t, flagDir, "the flag's directory is never made")
 }
