@@ -32,6 +32,9 @@ func main() {
 			"directory of the checkpoint; keep it on a tmpfs so that it survives plugin and runtime restarts but not a reboot")
 	}
 	factory := func(deps plugin.Deps) (any, error) {
+		if err := plugin.CheckAbsPath("--sysfs-root", opts.SysfsRoot); err != nil {
+			return nil, err
+		}
 		topo, err := sysfs.Discover(opts.SysfsRoot)
 		if err != nil {
 			return nil, fmt.Errorf("--sysfs-root: %w", err)

@@ -9,7 +9,6 @@ package config
 import (
 	"fmt"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -203,15 +202,14 @@ func specDirs(dirs []string) ([]string, error) {
 	seen := map[string]bool{}
 	out := make([]string, 0, len(dirs))
 	for _, d := range dirs {
-		if !filepath.IsAbs(d) {
-			return nil, fmt.Errorf("spec-dirs: %q: expected an absolute directory path", d)
+		if err := plugin.CheckPath("spec-dirs", d); err != nil {
+			return nil, err
 		}
-		clean := filepath.Clean(d)
-		if seen[clean] {
+		if seen[d] {
 			return nil, fmt.Errorf("spec-dirs: %q is listed twice", d)
 		}
-		seen[clean] = true
-		out = append(out, clean)
+		seen[d] = true
+		out = append(out, d)
 	}
 	return out, nil
 }

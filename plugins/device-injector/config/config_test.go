@@ -25,7 +25,7 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name: "every key",
-			data: `spec-dirs: [/etc/cdi/, /run/cdi]
+			data: `spec-dirs: [/etc/cdi, /run/cdi]
 mode: plugin
 runtime: cri-o
 unhealthy-action: warn
@@ -62,8 +62,10 @@ policy:
 		{name: "bad health interval", data: "health-interval: often\n", wantErr: []string{"health-interval", `"often"`, "duration such as 2s"}},
 		{name: "health interval too short", data: "health-interval: 2ms\n", wantErr: []string{"health-interval", `"2ms"`, "at least 100ms"}},
 		{name: "no spec dirs", data: "spec-dirs: []\n", wantErr: []string{"spec-dirs", "at least one directory"}},
-		{name: "relative spec dir", data: "spec-dirs: [cdi]\n", wantErr: []string{"spec-dirs", `"cdi"`, "absolute"}},
-		{name: "spec dir twice", data: "spec-dirs: [/etc/cdi, /etc/cdi/]\n", wantErr: []string{"spec-dirs", "listed twice"}},
+		{name: "relative spec dir", data: "spec-dirs: [cdi]\n", wantErr: []string{`spec-dirs: "cdi": expected an absolute path`}},
+		{name: "unclean spec dir", data: "spec-dirs: [/etc/cdi/]\n", wantErr: []string{`spec-dirs: "/etc/cdi/": expected a clean absolute path, such as /etc/cdi`}},
+		{name: "system spec dir", data: "spec-dirs: [/etc/cdi, /etc]\n", wantErr: []string{`spec-dirs: "/etc" is a system directory`}},
+		{name: "spec dir twice", data: "spec-dirs: [/etc/cdi, /etc/cdi]\n", wantErr: []string{"spec-dirs", "listed twice"}},
 		{name: "bad glob", data: "policy:\n  default:\n    cdi: [\"vendor.com/[\"]\n", wantErr: []string{"policy.default.cdi", `"vendor.com/["`, "syntax error in pattern"}},
 		{name: "cdi pattern without class", data: "policy:\n  default:\n    cdi: [\"*\"]\n", wantErr: []string{"policy.default.cdi", `"*"`, "vendor/class"}},
 		{name: "cdi pattern with device name", data: "policy:\n  default:\n    cdi: [\"a.com/b=c\"]\n", wantErr: []string{"vendor/class"}},
@@ -165,6 +167,8 @@ func FuzzParse(f *testing.F) {
 		"policy:\n  default:\n    cdi: [\"*/*\"]\n  namespaces:\n    a:\n      device-paths: [\"/dev/*\"]\n",
 		"policy:\n  default:\n    cdi: [\"[\"]\n",
 		"spec-dirs: [relative]\n",
+		"spec-dirs: [/]\n",
+		"spec-dirs: [/etc/cdi/../cdi]\n",
 		"mode: [x]\n",
 		"health-checks:\n- devices: [\"vendor.com/gpu=*\"]\n  command: [/bin/check, \"{name}\"]\n  timeout: 1s\n",
 		"health-checks:\n- devices: [\"/dev/dri/*\"]\n  file: /sys/class/drm/{name}/health\n  expect: \"ok|good\"\nhealth-check-concurrency: 2\n",

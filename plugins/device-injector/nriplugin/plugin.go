@@ -66,6 +66,9 @@ type Plugin struct {
 // New builds the plugin with the default configuration; Configure replaces
 // it.
 func New(deps plugin.Deps, opts Options) (*Plugin, error) {
+	if err := plugin.CheckAbsPath("--sysfs-root", opts.SysfsRoot); err != nil {
+		return nil, fmt.Errorf("create device-injector plugin: %w", err)
+	}
 	cfg, err := config.Parse(nil, "built-in defaults")
 	if err != nil {
 		return nil, err

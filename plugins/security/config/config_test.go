@@ -171,6 +171,10 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key", "seccomp: {profile-directory: /x}\n", `line 1: unknown key "profile-directory"`},
 		{"relative profile dir", "seccomp: {profile-dir: profiles}\n",
 			`seccomp.profile-dir: "profiles": expected an absolute path`},
+		{"system profile dir", "seccomp: {profile-dir: /etc}\n",
+			`seccomp.profile-dir: "/etc" is a system directory`},
+		{"unclean profile dir", "seccomp: {profile-dir: /etc/nri-suite/seccomp/}\n",
+			`seccomp.profile-dir: "/etc/nri-suite/seccomp/": expected a clean absolute path, such as /etc/nri-suite/seccomp`},
 		{"pod without namespace", "seccomp: {exempt: {pods: [debug]}}\n",
 			`seccomp.exempt.pods: "debug": expected namespace/name`},
 		{"pod with two slashes", "seccomp: {complain: {pods: [a/b/c]}}\n",
@@ -252,7 +256,7 @@ func FuzzParse(f *testing.F) {
 	for _, seed := range []string{"", full, "rules: {seccomp: {mode: warn}}\n", "rules: {x: {}}\n",
 		"seccomp: {exempt: {pods: [a/b]}}\n", "validator: {allowed-sysctls: [a.*]}\n", "rules: [1]\n",
 		"runtime-handlers: [k]\nrules: {seccomp: {runtime-handlers: {k: \"off\"}}}\n", "validator: {device-cgroups: {allowed: [\"a *:* rwm\"]}}\n",
-		"seccomp: {privileged: {mode: refuse}}\n",
+		"seccomp: {privileged: {mode: refuse}}\n", "seccomp: {profile-dir: /}\n", "seccomp: {profile-dir: /p/../q}\n",
 		"validator: {mounts: {allowed: [/run/nri-suite/sidecar-order/*], plugins: {10-device-injector: [/dev/fuse]}}, env: {denied: [X_*]}, rlimits: {max: {RLIMIT_NOFILE: 1}}}\n"} {
 		f.Add([]byte(seed))
 	}

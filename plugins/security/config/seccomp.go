@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"path/filepath"
 	"slices"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
 )
 
@@ -56,8 +56,10 @@ type Seccomp struct {
 
 func (s SeccompFile) check(handlers []string) (Seccomp, error) {
 	out := Seccomp{SeccompFile: s}
-	if s.ProfileDir != "" && !filepath.IsAbs(s.ProfileDir) {
-		return out, fmt.Errorf("seccomp.profile-dir: %q: expected an absolute path", s.ProfileDir)
+	if s.ProfileDir != "" {
+		if err := plugin.CheckPath("seccomp.profile-dir", s.ProfileDir); err != nil {
+			return out, err
+		}
 	}
 	if err := s.Exempt.check("seccomp.exempt", handlers); err != nil {
 		return out, err

@@ -76,6 +76,9 @@ type Plugin struct {
 
 // New builds the plugin with the default configuration; Configure replaces it.
 func New(deps plugin.Deps, opts Options) (*Plugin, error) {
+	if err := plugin.CheckAbsPath("--proc", opts.Proc); err != nil {
+		return nil, fmt.Errorf("create security plugin: %w", err)
+	}
 	p := &Plugin{id: config.NewPluginID(deps.Index, deps.Name), validate: !opts.NoValidator, log: deps.Log, host: hostns.ProcHost{Proc: opts.Proc},
 		arch: goruntime.GOARCH, recentRuntime: true}
 	var err error

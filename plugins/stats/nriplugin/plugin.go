@@ -45,6 +45,9 @@ type Plugin struct {
 // New detects the cgroup layout, registers the operational metrics on the
 // runner's registry and starts the stats endpoints, which serve the rest.
 func New(deps plugin.Deps, opts Options) (*Plugin, error) {
+	if err := plugin.CheckAbsPath("--cgroup-root", opts.CgroupRoot); err != nil {
+		return nil, fmt.Errorf("create stats plugin: %w", err)
+	}
 	layout, err := cgstats.Detect(opts.CgroupRoot)
 	if err != nil {
 		return nil, fmt.Errorf("--cgroup-root: %w", err)

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
 )
 
@@ -70,6 +71,9 @@ type Server struct {
 
 // Start checks opts, binds the address and serves in the background.
 func Start(opts Options, ep Endpoints, log *logrus.Entry) (*Server, error) {
+	if err := opts.checkPaths(); err != nil {
+		return nil, err
+	}
 	tlsConfig, err := opts.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -156,6 +160,21 @@ func gzipAccepted(r *http.Request) bool {
 type logAdapter struct{ log *logrus.Entry }
 
 func (l logAdapter) Println(v ...any) { l.log.Warn(v...) }
+
+// checkPaths checks the files that are set.
+func (o Options) checkPaths() error {
+	for _, f := range []struct{ flag, path string }{
+		{"--stats-tls-cert", o.TLSCert}, {"--stats-tls-key", o.TLSKey}, {"--stats-client-ca", o.ClientCA}, {"--stats-token-file", o.TokenFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if err := plugin.CheckPath(f.flag, f.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func (o Options) tlsConfig() (*tls.Config, error) {
 	if (o.TLSCert == "") != (o.TLSKey == "") {

@@ -122,8 +122,10 @@ func TestRefusesUnsafeOptions(t *testing.T) {
 		opts    Options
 		wantErr string
 	}{
-		{"cert without key", Options{Addr: "127.0.0.1:0", TLSCert: "c.pem"}, "expected both or neither"},
-		{"client CA without TLS", Options{Addr: "127.0.0.1:0", ClientCA: "ca.pem"}, "need TLS"},
+		{"cert without key", Options{Addr: "127.0.0.1:0", TLSCert: "/c.pem"}, "expected both or neither"},
+		{"client CA without TLS", Options{Addr: "127.0.0.1:0", ClientCA: "/ca.pem"}, "need TLS"},
+		{"relative cert", Options{Addr: "127.0.0.1:0", TLSCert: "c.pem", TLSKey: "/c.key"}, `--stats-tls-cert: "c.pem": expected an absolute path`},
+		{"unclean token file", Options{Addr: "127.0.0.1:0", TokenFile: "/etc/x/../token"}, `--stats-token-file: "/etc/x/../token": expected a clean absolute path, such as /etc/token`},
 		{"token in the clear off loopback", Options{Addr: "0.0.0.0:0", TokenFile: tokenFile}, "needs TLS"},
 		{"empty token", Options{Addr: "127.0.0.1:0", TokenFile: empty}, "is empty"},
 		{"missing key pair", Options{Addr: "127.0.0.1:0", TLSCert: filepath.Join(dir, "no.pem"), TLSKey: filepath.Join(dir, "no.key")}, "loading the stats TLS key pair"},
