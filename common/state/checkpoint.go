@@ -81,26 +81,36 @@ func encode(version int, v any) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// decode checks the envelope in raw and decodes its payload strictly.
-func decode[T any](raw []byte, version int) (T, error) {
-	var zero T
+// parseEnvelope decodes the envelope in raw, strictly, without checking its
+// format, version or payload.
+func parseEnvelope(raw []byte) (envelope, error) {
 	var env envelope
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env); err != nil {
-		return zero, fmt.Errorf("%w: decoding envelope: %w", ErrMalformed, err)
+		return env, fmt.Errorf("%w: decoding envelope: %w", ErrMalformed, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return zero, fmt.Errorf("%w: data after the envelope", ErrMalformed)
+		return env, fmt.Errorf("%w: data after the envelope", ErrMalformed)
+	}
+	if env.Data == nil {
+		return env, fmt.Errorf("%w: no data field", ErrMalformed)
+	}
+	return env, nil
+}
+
+// decode checks the envelope in raw and decodes its payload strictly.
+func decode[T any](raw []byte, version int) (T, error) {
+	var zero T
+	env, err := parseEnvelope(raw)
+	if err != nil {
+		return zero, err
 	}
 	if env.Format != formatVersion {
 		return zero, fmt.Errorf("%w: format %d, want %d", ErrWrongVersion, env.Format, formatVersion)
 	}
 	if env.Version != version {
 		return zero, fmt.Errorf("%w: schema version %d, want %d", ErrWrongVersion, env.Version, version)
-	}
-	if env.Data == nil {
-		return zero, fmt.Errorf("%w: no data field", ErrMalformed)
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, env.Data); err != nil {
@@ -110,7 +120,7 @@ func decode[T any](raw []byte, version int) (T, error) {
 		return zero, fmt.Errorf("%w: file says %q, data hashes to %q", ErrChecksumMismatch, env.Checksum, sum)
 	}
 	var v T
-	dec = json.NewDecoder(bytes.NewReader(env.Data))
+	dec := json.NewDecoder(bytes.NewReader(env.Data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
 		return zero, fmt.Errorf("%w: decoding data: %w", ErrMalformed, err)
@@ -194,6 +204,19 @@ func (c *Checkpoint[T]) Load() (v T, found bool, err error) {
 		return v, false, c.moveAside(err)
 	}
 	return v, true, nil
+}
+
+// Remove deletes the checkpoint, and the temp file a killed writer left for
+// it: a plugin whose checkpoint moved to another directory retires the old
+// one. A file in its place that this package did not write is left there,
+// and the error matches ErrNotOwned; a missing one is not an error.
+func (c *Checkpoint[T]) Remove() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := removeOwnedLocked(c.path); err != nil {
+		return fmt.Errorf("removing checkpoint %s: %w", c.path, err)
+	}
+	return nil
 }
 
 // moveAside keeps the bad file for inspection under a name that no later Save

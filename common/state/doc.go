@@ -27,6 +27,12 @@
 // way but left in place: readers may have a read-only view of the directory,
 // and the record's publisher replaces it on its next Publish.
 //
+// Nothing here removes a file it did not write: Records.Remove and
+// Checkpoint.Remove delete a file only if it is a regular file holding an
+// envelope (of any version), and report anything else in its place as
+// ErrNotOwned, leaving it. The names of temp files (.<name>.tmp) and of the
+// lock file (.state.lock) are reserved for this package.
+//
 // Permissions: checkpoints are private to their plugin (files 0600, new
 // directories 0700); shared records are read by every plugin, possibly under
 // other users or in other containers (files 0644, new directories 0755).

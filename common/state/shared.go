@@ -145,24 +145,15 @@ func (r *Records[T]) List() (map[string]T, error) {
 }
 
 // Remove deletes the record key, and a temp file a killed publisher left for
-// it. Removing an absent record is not an error.
+// it. Removing an absent record is not an error. A file in the record's
+// place that this package did not write is left there, and the error
+// matches ErrNotOwned.
 func (r *Records[T]) Remove(key string) error {
 	if err := validateName("key", key); err != nil {
 		return fmt.Errorf("removing %s record: %w", r.kind, err)
 	}
-	if _, err := os.Stat(r.dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	unlock, err := lockDir(r.dir)
-	if err != nil {
+	if err := removeOwnedLocked(r.path(key)); err != nil {
 		return fmt.Errorf("removing %s record %s: %w", r.kind, key, err)
-	}
-	defer unlock()
-	path := r.path(key)
-	for _, p := range []string{tempPath(path), path} {
-		if err := removeIfExists(p); err != nil {
-			return fmt.Errorf("removing %s record %s: %w", r.kind, key, err)
-		}
 	}
 	return nil
 }

@@ -266,7 +266,12 @@ func (s *recordSet[T]) sync(want map[string]T) error {
 		if _, ok := want[key]; ok {
 			continue
 		}
-		if err := s.records.Remove(key); err != nil {
+		switch err := s.records.Remove(key); {
+		case errors.Is(err, state.ErrNotOwned):
+			// Not a record (some other file in its place): left there, and
+			// not tried again.
+			s.log.WithError(err).Warnf("left a file that is not a %s record", s.what)
+		case err != nil:
 			errs = append(errs, err)
 			continue
 		}

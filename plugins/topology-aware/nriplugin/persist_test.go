@@ -138,16 +138,24 @@ func TestPersisterCoalescesChanges(t *testing.T) {
 
 func TestPersisterReplacesWhatAnEarlierProcessLeft(t *testing.T) {
 	env := newPersisterEnv(t)
-	// A dead container's record and an unreadable one, from before a restart.
+	// From before a restart: a dead container's record, one of an older
+	// schema, and files that are no records, one in a wanted record's place.
 	require.NoError(t, env.recs.Publish("gone", state.PlacementRecord{ContainerID: "gone"}))
-	require.NoError(t, os.MkdirAll(env.recs.Dir(), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(env.recs.Dir(), "torn.json"), []byte("{"), 0o644))
+	older, err := state.NewRecords[state.PlacementRecord](filepath.Dir(env.recs.Dir()), state.PlacementKind, state.PlacementVersion-1)
+	require.NoError(t, err)
+	require.NoError(t, older.Publish("older", state.PlacementRecord{ContainerID: "older"}))
 	require.NoError(t, os.WriteFile(filepath.Join(env.recs.Dir(), "a.json"), []byte("{"), 0o644))
+	notes := filepath.Join(env.recs.Dir(), "notes.json")
+	require.NoError(t, os.WriteFile(notes, []byte("{"), 0o644))
 
 	s := env.start(t)
 	env.state.set("a", "b")
 	s.Changed()
-	require.NoError(t, s.Flush())
+	require.NoError(t, s.Flush(), "a file that is no record is left, not retried")
+	data, err := os.ReadFile(notes)
+	require.NoError(t, err, "nothing removes what state did not write")
+	assert.Equal(t, "{", string(data))
+	require.NoError(t, os.Remove(notes))
 	env.requireOnDisk(t, "a", "b")
 }
 
