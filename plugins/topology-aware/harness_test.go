@@ -538,6 +538,44 @@ func TestPreRegisteredAcrossRuntimeRestarts(t *testing.T) {
 	assert.Equal(t, 2*len(ctrs), strings.Count(log, "kept container's placement from the checkpoint"))
 }
 
+// TestPreRegisteredStateDirFromConfig: a pre-registered plugin, which gets
+// no flags, checkpoints where its configuration's state-dir says (it wins
+// over --state-dir), and a configuration that moves the checkpoint moves no
+// container: the checkpoint where it was is taken over, saved in the new
+// place, and removed from the old one.
+func TestPreRegisteredStateDirFromConfig(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", "..", "common", "topology", "testdata", "smt-2s-12c-interleaved", "sysfs"))
+	require.NoError(t, err)
+	flagDir, configDir := t.TempDir(), filepath.Join(t.TempDir(), "configured")
+	const config = "reserved-cpus: \"0,6\"\n"
+	rt := harness.New(t, harness.WithPreRegistered(harness.PreRegisteredPlugin{
+		Index: "30", Name: "topology-aware", Binary: harness.BuildPlugin(t, pluginPkg), Config: config,
+		Args: []string{"--log-level", "debug", "--http-addr", "", "--sysfs-root", root, "--state-dir", flagDir},
+	}))
+	var ctrs []*harness.Container
+	for _, f := range []string{"besteffort.yaml", "guaranteed-2cpu.yaml"} {
+		ctrs = append(ctrs, rt.RunPod(t, pod(t, f)).Containers()...)
+	}
+	want := cpusets(t, ctrs)
+	waitCheckpoint(t, flagDir, ctrs)
+
+	conf := filepath.Join(rt.ConfigDir(), "30-topology-aware.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(config+"state-dir: "+configDir+"\n"), 0o644))
+	rt.Restart(t)
+	assert.Equal(t, want, cpusets(t, ctrs), "moving the checkpoint moves nothing")
+	log := rt.PreRegisteredLog("30-topology-aware")
+	assert.Equal(t, len(ctrs), strings.Count(log, "kept container's placement from the checkpoint"), "taken over from where it was")
+	waitCheckpoint(t, configDir, ctrs)
+	assert.NoFileExists(t, filepath.Join(flagDir, nriplugin.CheckpointFile), "the old place is retired")
+
+	rt.Restart(t)
+	assert.Equal(t, want, cpusets(t, ctrs), "a runtime restart moves nothing")
+	log = rt.PreRegisteredLog("30-topology-aware")
+	assert.Equal(t, 2*len(ctrs), strings.Count(log, "kept container's placement from the checkpoint"), "kept from the configured directory")
+	assert.Contains(t, log, "checkpoint "+filepath.Join(configDir, nriplugin.CheckpointFile))
+	assert.NoFileExists(t, filepath.Join(flagDir, nriplugin.CheckpointFile))
+}
+
 // TestRandomSequencesKeepInvariants drives random creations, resizes,
 // removals, plugin kills and runtime restarts through the real plugin and
 // checks, after every step, what the runtime's specs say: exclusive grants

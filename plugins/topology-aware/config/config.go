@@ -83,6 +83,16 @@ type File struct {
 	// ReservedMemory keeps memory back from the Memory Manager's accounting
 	// per NUMA node: node id -> quantity ("1Gi").
 	ReservedMemory map[string]string `yaml:"reserved-memory"`
+	// StateDir is the checkpoint's directory; it wins over --state-dir,
+	// which a pre-registered plugin cannot be given.
+	StateDir string `yaml:"state-dir"`
+}
+
+// Config is the checked configuration: the policy's, and where the plugin
+// keeps its checkpoint (empty: where --state-dir says).
+type Config struct {
+	policy.Config
+	StateDir string
 }
 
 // CPUList is a CPU list in kernel syntax. It must be written as a YAML
@@ -130,26 +140,29 @@ func Defaults() File {
 
 // Parse decodes data (from source, for messages) strictly over the defaults
 // and checks every value on its own. It does not know the machine: Load does.
-func Parse(data []byte, source string) (policy.Config, error) {
+func Parse(data []byte, source string) (Config, error) {
 	f := Defaults()
 	if err := plugin.DecodeConfig(data, source, &f); err != nil {
-		return policy.Config{}, err
+		return Config{}, err
 	}
 	cfg, err := f.policyConfig()
-	if err != nil {
-		return policy.Config{}, fmt.Errorf("config %s: %w", source, err)
+	if err == nil && f.StateDir != "" {
+		err = plugin.CheckPath("state-dir", f.StateDir)
 	}
-	return cfg, nil
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", source, err)
+	}
+	return Config{Config: cfg, StateDir: f.StateDir}, nil
 }
 
 // Load is Parse followed by the policy's own validation against t.
-func Load(data []byte, source string, t *topology.Topology) (policy.Config, error) {
+func Load(data []byte, source string, t *topology.Topology) (Config, error) {
 	cfg, err := Parse(data, source)
 	if err != nil {
-		return policy.Config{}, err
+		return Config{}, err
 	}
-	if _, err := policy.New(t, cfg); err != nil {
-		return policy.Config{}, fmt.Errorf("config %s: %w", source, err)
+	if _, err := policy.New(t, cfg.Config); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", source, err)
 	}
 	return cfg, nil
 }

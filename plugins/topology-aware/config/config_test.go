@@ -92,9 +92,13 @@ reserved-memory:
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Parse([]byte(tc.yaml), "test.yaml")
 			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.want, got.Config)
+			assert.Empty(t, got.StateDir, "where --state-dir says")
 		})
 	}
+	got, err := Parse([]byte("state-dir: /run/nri-suite/topology-aware-2\n"), "test.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "/run/nri-suite/topology-aware-2", got.StateDir)
 }
 
 func TestParseErrors(t *testing.T) {
@@ -122,6 +126,10 @@ func TestParseErrors(t *testing.T) {
 		{"negative quantity", "reserved-memory: {1: -1Gi}", []string{"reserved-memory", "node 1", `"-1Gi"`}},
 		{"fractional bytes", "reserved-memory: {1: 0.5}", []string{"reserved-memory", "node 1", "whole number of bytes"}},
 		{"two documents", "options: []\n---\noptions: []\n", []string{"single YAML document"}},
+		{"root state dir", "state-dir: /", []string{"test.yaml", `state-dir: "/" is a system directory`}},
+		{"system state dir", "state-dir: /run", []string{`state-dir: "/run" is a system directory`}},
+		{"relative state dir", "state-dir: state", []string{`state-dir: "state": expected an absolute path`}},
+		{"unclean state dir", "state-dir: /run/nri-suite/", []string{`state-dir: "/run/nri-suite/": expected a clean absolute path, such as /run/nri-suite`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,7 +160,7 @@ func TestLoadValidatesAgainstTheMachine(t *testing.T) {
 			cfg, err := Load([]byte(tc.yaml), "test.yaml", topo)
 			if tc.wantErr == "" {
 				require.NoError(t, err)
-				_, err = policy.New(topo, cfg)
+				_, err = policy.New(topo, cfg.Config)
 				assert.NoError(t, err)
 				return
 			}
@@ -176,6 +184,9 @@ func FuzzParse(f *testing.F) {
 		"reserved-cpus: 2\n",
 		"[1, 2]",
 		"available-cpus: {a: b}\n",
+		"state-dir: /run/nri-suite/topology-aware\n",
+		"state-dir: /\n",
+		"state-dir: state\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -54,7 +54,8 @@ const (
 // has that no longer run. Synchronize waits for the checkpoint
 // (FlushCheckpoint) before it returns, Close for everything (Flush).
 type persister struct {
-	checkpoint *state.Checkpoint[policy.Snapshot]
+	// checkpoint is where the state is saved; the configuration may move it.
+	checkpoint atomic.Pointer[state.Checkpoint[policy.Snapshot]]
 	// The records in the shared state; nil: sharing disabled.
 	pools      *recordSet[state.PoolRecord]
 	placements *recordSet[state.PlacementRecord]
@@ -96,7 +97,7 @@ type flushRequest struct {
 func newPersister(cp *state.Checkpoint[policy.Snapshot], pools *state.Records[state.PoolRecord], placements *state.Records[state.PlacementRecord],
 	collect func() (persistedState, bool), log *logrus.Entry, m *metrics) *persister {
 	s := &persister{
-		checkpoint: cp, collect: collect, log: log, metrics: m,
+		collect: collect, log: log, metrics: m,
 		changed: make(chan struct{}, 1), flushes: make(chan flushRequest),
 		closing: make(chan struct{}), stopped: make(chan struct{}),
 	}
@@ -104,8 +105,15 @@ func newPersister(cp *state.Checkpoint[policy.Snapshot], pools *state.Records[st
 		s.pools = &recordSet[state.PoolRecord]{records: pools, what: "pool", equal: func(a, b state.PoolRecord) bool { return a == b }, log: log}
 		s.placements = &recordSet[state.PlacementRecord]{records: placements, what: "placement", equal: samePlacement, log: log}
 	}
+	s.checkpoint.Store(cp)
 	go s.run()
 	return s
+}
+
+// UseCheckpoint saves the state in cp from the next write on.
+func (s *persister) UseCheckpoint(cp *state.Checkpoint[policy.Snapshot]) {
+	s.checkpoint.Store(cp)
+	s.Changed()
 }
 
 // Changed tells the persister that the state changed; it returns at once.
@@ -210,7 +218,7 @@ func (s *persister) write(saved func(error)) error {
 		return nil
 	}
 	start := time.Now()
-	err := s.checkpoint.Save(st.snapshot)
+	err := s.checkpoint.Load().Save(st.snapshot)
 	s.metrics.checkpointWrite(time.Since(start), err)
 	saved(err)
 	if err != nil {

@@ -49,7 +49,8 @@ type Options struct {
 	Topology *topology.Topology
 	// SysfsRoot is where device locality is looked up (usually /sys).
 	SysfsRoot string
-	// StateDir holds the checkpoint (DefaultStateDir).
+	// StateDir holds the checkpoint (DefaultStateDir), unless the
+	// configuration's state-dir names another directory.
 	StateDir string
 	// Devices, if set, supplies the devices of a container that NRI does not
 	// show (CDI devices injected by a lower-index plugin). Unset, they are
@@ -60,16 +61,23 @@ type Options struct {
 
 // Plugin is the topology-aware NRI plugin.
 type Plugin struct {
-	topo       *topology.Topology
-	log        *logrus.Entry
-	metrics    *metrics
-	requests   RequestBuilder
-	checkpoint *state.Checkpoint[policy.Snapshot]
-	persist    *persister
-	reapply    *reapplier
+	topo     *topology.Topology
+	log      *logrus.Entry
+	metrics  *metrics
+	requests RequestBuilder
+	persist  *persister
+	reapply  *reapplier
+	// flagCheckpoint is the checkpoint in --state-dir.
+	flagCheckpoint *state.Checkpoint[policy.Snapshot]
 
 	mu  sync.Mutex
 	cfg policy.Config
+	// checkpoint is where the state is saved: flagCheckpoint, or the one in
+	// the configuration's state-dir. moved is where it was saved before the
+	// configuration moved it: the state until checkpoint has one, and
+	// removed once checkpoint holds the state taken from it (see
+	// savedStateLocked and retireMoved).
+	checkpoint, moved *state.Checkpoint[policy.Snapshot]
 	// pol is nil until the first Synchronize.
 	pol *policy.Policy
 	// pending are containers whose placement changed in an event that could
@@ -86,11 +94,14 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if opts.Topology == nil {
 		return nil, errors.New("create topology-aware plugin: no topology")
 	}
+	if err := plugin.CheckPath("--state-dir", opts.StateDir); err != nil {
+		return nil, fmt.Errorf("create topology-aware plugin: %w", err)
+	}
 	cfg, err := config.Load(nil, "built-in defaults", opts.Topology)
 	if err != nil {
 		return nil, err
 	}
-	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(opts.StateDir, CheckpointFile), CheckpointVersion)
+	cp, err := newCheckpoint(opts.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("create topology-aware plugin: %w", err)
 	}
@@ -112,14 +123,15 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		}
 	}
 	p := &Plugin{
-		topo:       opts.Topology,
-		log:        deps.Log,
-		metrics:    newMetrics(deps.MetricsNamespace),
-		requests:   RequestBuilder{SysfsRoot: opts.SysfsRoot, Devices: opts.Devices, Log: deps.Log},
-		checkpoint: cp,
-		cfg:        cfg,
-		pending:    map[string]bool{},
-		starts:     newStartTracker(),
+		topo:           opts.Topology,
+		log:            deps.Log,
+		metrics:        newMetrics(deps.MetricsNamespace),
+		requests:       RequestBuilder{SysfsRoot: opts.SysfsRoot, Devices: opts.Devices, Log: deps.Log},
+		flagCheckpoint: cp,
+		checkpoint:     cp,
+		cfg:            cfg.Config,
+		pending:        map[string]bool{},
+		starts:         newStartTracker(),
 	}
 	if err := p.metrics.register(deps.Registry, newUsageCollector(deps.MetricsNamespace, p.usage)); err != nil {
 		return nil, fmt.Errorf("create topology-aware plugin: register metrics: %w", err)
@@ -129,17 +141,34 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	return p, nil
 }
 
+// newCheckpoint is the checkpoint in dir.
+func newCheckpoint(dir string) (*state.Checkpoint[policy.Snapshot], error) {
+	return state.NewCheckpoint[policy.Snapshot](filepath.Join(dir, CheckpointFile), CheckpointVersion)
+}
+
 // Configure implements plugin.Configurable. The new configuration takes
 // effect at the next Synchronize, which NRI always sends after it: the
-// policy is rebuilt there from the live state.
+// policy is rebuilt there from the live state. A state-dir in the
+// configuration wins over --state-dir; the state is saved there from now on.
 func (p *Plugin) Configure(data []byte, source string) error {
 	cfg, err := config.Load(data, source, p.topo)
 	if err != nil {
 		return err
 	}
+	cp := p.flagCheckpoint
+	if cfg.StateDir != "" {
+		if cp, err = newCheckpoint(cfg.StateDir); err != nil {
+			return fmt.Errorf("config %s: %w", source, err)
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cfg = cfg
+	p.cfg = cfg.Config
+	if cp.Path() != p.checkpoint.Path() {
+		p.log.WithFields(logrus.Fields{"from": p.checkpoint.Path(), "to": cp.Path(), "source": source}).Info("checkpoint moved by the configuration")
+		p.checkpoint, p.moved = cp, p.checkpoint
+		p.persist.UseCheckpoint(cp)
+	}
 	p.log.WithField("source", source).WithField("config", fmt.Sprintf("%+v", cfg)).Debug("configuration loaded")
 	return nil
 }

@@ -2,6 +2,7 @@ package nriplugin
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
 // runtimeView is what a runtime would hold: every created container with
@@ -190,6 +192,51 @@ func TestConfigureTakesEffectAtSynchronize(t *testing.T) {
 	id, err := v.create(t, p.Plugin, "kube-system.yaml", "proxy")
 	require.NoError(t, err)
 	assert.Equal(t, "0,6", v.cpus(t, id).String())
+}
+
+// TestConfiguredStateDir: the configuration's state-dir wins over
+// --state-dir. A checkpoint where --state-dir put it is taken over while the
+// configured directory has none, then saved there and removed where it was;
+// one the plugin did not take its state from is left alone.
+func TestConfiguredStateDir(t *testing.T) {
+	const fixture = "smt-2s-12c-interleaved"
+	flagDir, configDir := t.TempDir(), filepath.Join(t.TempDir(), "configured")
+	first := newTestPluginIn(t, fixture, nil, flagDir, t.TempDir())
+	v := newRuntimeView()
+	synchronize(t, first.Plugin, v)
+	for _, f := range [][2]string{{"besteffort.yaml", "idle"}, {"guaranteed-2cpu.yaml", "app"}} {
+		_, err := v.create(t, first.Plugin, f[0], f[1])
+		require.NoError(t, err)
+	}
+	require.NoError(t, first.persist.Flush())
+	want := first.pol.Snapshot()
+
+	configure := "state-dir: " + configDir + "\n"
+	next := newTestPluginIn(t, fixture, nil, flagDir, t.TempDir())
+	require.NoError(t, next.Configure([]byte(configure), "test.yaml"))
+	synchronize(t, next.Plugin, v)
+	assert.Equal(t, want, next.pol.Snapshot(), "the state is taken over")
+	saved, found, err := next.checkpoint.Load()
+	require.NoError(t, err)
+	require.True(t, found, "saved in the configured directory")
+	assert.Equal(t, want, saved)
+	assert.Equal(t, filepath.Join(configDir, CheckpointFile), next.checkpoint.Path())
+	assert.NoFileExists(t, filepath.Join(flagDir, CheckpointFile), "removed where it was")
+
+	// A checkpoint in --state-dir besides the configured one is not this
+	// plugin's state: it stays.
+	other, err := newCheckpoint(flagDir)
+	require.NoError(t, err)
+	require.NoError(t, other.Save(policy.Snapshot{}))
+	again := newTestPluginIn(t, fixture, nil, flagDir, t.TempDir())
+	require.NoError(t, again.Configure([]byte(configure), "test.yaml"))
+	synchronize(t, again.Plugin, v)
+	assert.Equal(t, want, again.pol.Snapshot(), "restored from the configured directory")
+	assert.FileExists(t, other.Path())
+
+	err = again.Configure([]byte("state-dir: /var/lib\n"), "test.yaml")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `config test.yaml: state-dir: "/var/lib" is a system directory`)
 }
 
 // Check is the policy's invariant check, for the tests above.

@@ -30,8 +30,28 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	// Synchronize would only disconnect the plugin.
 	if err := p.persist.FlushCheckpoint(); err != nil {
 		p.log.WithError(err).Error("synchronized, but the checkpoint could not be written")
+		return updates, nil
 	}
+	p.retireMoved()
 	return updates, nil
+}
+
+// retireMoved removes the checkpoint where the state was saved before the
+// configuration moved it, now that the new place holds the state: left, it
+// would be read, stale, if the configuration moved the checkpoint back.
+func (p *Plugin) retireMoved() {
+	p.mu.Lock()
+	moved := p.moved
+	p.moved = nil
+	p.mu.Unlock()
+	if moved == nil {
+		return
+	}
+	if err := moved.Remove(); err != nil {
+		p.log.WithError(err).Warn("could not remove the checkpoint the configuration moved")
+		return
+	}
+	p.log.WithField("checkpoint", moved.Path()).Info("removed the checkpoint the configuration moved")
 }
 
 func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
@@ -62,12 +82,22 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 // savedStateLocked returns the state to restore and where it came from: the
 // live policy's if this process has one (the runtime restarted, or the
 // configuration changed), else the checkpoint's. A bad checkpoint is set
-// aside by Load; the running containers are then adopted.
+// aside by Load; the running containers are then adopted. A checkpoint the
+// configuration moved is found where it was until the new place has one, so
+// that moving it moves no container.
 func (p *Plugin) savedStateLocked() (policy.Snapshot, string) {
 	if p.pol != nil {
 		return p.pol.Snapshot(), "memory"
 	}
-	saved, found, err := p.checkpoint.Load()
+	cp := p.checkpoint
+	saved, found, err := cp.Load()
+	if err == nil && !found && p.moved != nil {
+		cp = p.moved
+		saved, found, err = cp.Load()
+	}
+	if cp != p.moved || !found {
+		p.moved = nil // only what this process took the state from is retired
+	}
 	switch {
 	case errors.Is(err, state.ErrCorrupt):
 		p.log.WithError(err).Error("checkpoint is corrupt; adopting the running containers where they run")
@@ -78,7 +108,7 @@ func (p *Plugin) savedStateLocked() (policy.Snapshot, string) {
 	case !found:
 		return policy.Snapshot{}, "none"
 	}
-	return saved, "checkpoint " + p.checkpoint.Path()
+	return saved, "checkpoint " + cp.Path()
 }
 
 // running describes the containers the runtime reports with their actual

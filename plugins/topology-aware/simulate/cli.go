@@ -114,12 +114,15 @@ func run(o options, stdout io.Writer) (err error) {
 // loadConfig reads the plugin's configuration as the plugin does, checked
 // against the machine.
 func loadConfig(path string, m *Machine) (policy.Config, error) {
-	if path == "" {
-		return config.Load(nil, "built-in defaults", m.Topology)
+	var data []byte
+	source := "built-in defaults"
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return policy.Config{}, fmt.Errorf("--config: %w", err)
+		}
+		source = path
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return policy.Config{}, fmt.Errorf("--config: %w", err)
-	}
-	return config.Load(data, path, m.Topology)
+	cfg, err := config.Load(data, source, m.Topology)
+	return cfg.Config, err
 }
