@@ -1,9 +1,11 @@
 package plugin
 
 import (
+	"fmt"
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,13 +17,19 @@ import (
 // statusPublisher keeps the plugin's state.PluginStatus record in the node's shared
 // state directory up to date, so that the other plugins (stats first) and operators can
 // see which plugins are attached to the runtime without asking each one.
+//
+// Two processes of a plugin may run at once: a DaemonSet's old pod still stopping
+// beside its new one, a pre-registered plugin the runtime launched again before the
+// last one exited. The record is the newer process's: a process never overwrites, nor
+// removes, a record published by one that started after it (state.ProcessStart.After).
 type statusPublisher struct {
 	records *state.Records[state.PluginStatus]
 	base    state.PluginStatus
 	log     *logrus.Entry
 
-	mu   sync.Mutex
-	last time.Time // Updated of the record this process last published
+	mu         sync.Mutex
+	last       time.Time // Updated of the record this process last published
+	superseded bool      // a newer process publishes the record; logged once
 }
 
 // newStatusPublisher publishes under dir; an empty dir disables publishing (nil).
@@ -34,9 +42,14 @@ func newStatusPublisher(dir, name, idx string, log *logrus.Entry) (*statusPublis
 		return nil, err
 	}
 	index, _ := strconv.Atoi(idx) // validated by the settings or the runtime
+	started, err := processStart("self")
+	if err != nil {
+		// Publishing goes on; this process cannot tell a newer one then.
+		log.WithError(err).Warn("unknown process start: the status record is replaced whoever published it")
+	}
 	return &statusPublisher{
 		records: records,
-		base:    state.PluginStatus{Name: name, Index: index, PID: os.Getpid(), Version: buildVersion()},
+		base:    state.PluginStatus{Name: name, Index: index, PID: os.Getpid(), Started: started, Version: buildVersion()},
 		log:     log,
 	}, nil
 }
@@ -51,11 +64,16 @@ func (p *statusPublisher) publish(s statusSnapshot) {
 	rec.Connected, rec.Ready, rec.LastSynchronize, rec.Updated = s.Connected, s.Ready, s.LastSync, time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.records.Publish(rec.Key(), rec); err != nil {
+	published, err := p.records.PublishIf(rec.Key(), rec, p.notNewer)
+	switch {
+	case err != nil:
 		p.log.WithError(err).Warn("could not publish the plugin's status to the shared state")
-		return
+	case published:
+		p.last = rec.Updated
+	case !p.superseded:
+		p.superseded = true
+		p.log.Info("a newer process of the plugin publishes its status; this one no longer does")
 	}
-	p.last = rec.Updated
 }
 
 // remove withdraws the record at a clean stop, unless it is no longer this process's:
@@ -68,13 +86,60 @@ func (p *statusPublisher) remove() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	rec, found, err := p.records.Read(p.base.Key())
-	if err == nil && (!found || rec.PID != p.base.PID || !rec.Updated.Equal(p.last)) {
-		return
-	}
-	if err := p.records.Remove(p.base.Key()); err != nil {
+	if _, err := p.records.RemoveIf(p.base.Key(), p.own); err != nil {
 		p.log.WithError(err).Warn("could not remove the plugin's status from the shared state")
 	}
+}
+
+// notNewer tells whether this process may replace rec: rec was not published by a
+// process that started after this one.
+func (p *statusPublisher) notNewer(rec state.PluginStatus) bool {
+	return !rec.Started.After(p.base.Started)
+}
+
+// own tells whether this process published rec, the last it published: the same
+// PID, start (robust to PID reuse) and time (the same PID in another PID namespace,
+// should the start be unknown).
+func (p *statusPublisher) own(rec state.PluginStatus) bool {
+	return rec.PID == p.base.PID && rec.Started == p.base.Started && rec.Updated.Equal(p.last)
+}
+
+// processStart reads when the process pid ("self" for this one) started, from /proc.
+func processStart(pid string) (state.ProcessStart, error) {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return state.ProcessStart{}, fmt.Errorf("reading the boot id: %w", err)
+	}
+	path := "/proc/" + pid + "/stat"
+	stat, err := os.ReadFile(path)
+	if err != nil {
+		return state.ProcessStart{}, fmt.Errorf("reading the process start: %w", err)
+	}
+	ticks, err := startTicks(string(stat))
+	if err != nil {
+		return state.ProcessStart{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return state.ProcessStart{BootID: strings.TrimSpace(string(boot)), Ticks: ticks}, nil
+}
+
+// startTicks is field 22 (starttime) of a /proc/<pid>/stat line. The command name,
+// field 2, is in parentheses and may hold spaces and parentheses: fields are counted
+// from the last ')'.
+func startTicks(stat string) (uint64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("no command name in %q", stat)
+	}
+	fields := strings.Fields(stat[i+1:]) // fields 3 and on
+	const starttime = 22 - 3
+	if len(fields) <= starttime {
+		return 0, fmt.Errorf("%d fields after the command name: expected at least %d", len(fields), starttime+1)
+	}
+	ticks, err := strconv.ParseUint(fields[starttime], 10, 64)
+	if err != nil || ticks == 0 {
+		return 0, fmt.Errorf("starttime %q: expected clock ticks since boot", fields[starttime])
+	}
+	return ticks, nil
 }
 
 // buildVersion is the main module's version as the Go toolchain stamped it.

@@ -32,7 +32,7 @@ func tempPath(path string) string {
 
 // writeFileAtomic replaces path with data so that readers, and a crash at any
 // moment, see either the old or the new content.
-func writeFileAtomic(path string, data []byte, p perms) (err error) {
+func writeFileAtomic(path string, data []byte, p perms) error {
 	dir := filepath.Dir(path)
 	if err := ensureDir(dir, p.dir); err != nil {
 		return err
@@ -42,7 +42,13 @@ func writeFileAtomic(path string, data []byte, p perms) (err error) {
 		return err
 	}
 	defer unlock()
+	return writeLocked(path, data, p)
+}
 
+// writeLocked is writeFileAtomic for a caller that holds the lock of path's
+// existing directory.
+func writeLocked(path string, data []byte, p perms) (err error) {
+	dir := filepath.Dir(path)
 	tmp := tempPath(path)
 	if err := removeIfExists(tmp); err != nil {
 		return fmt.Errorf("removing stale temp file: %w", err)

@@ -213,7 +213,7 @@ func (c *Checkpoint[T]) Load() (v T, found bool, err error) {
 func (c *Checkpoint[T]) Remove() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := removeOwnedLocked(c.path); err != nil {
+	if _, err := removeOwnedIf(c.path, func() bool { return true }); err != nil {
 		return fmt.Errorf("removing checkpoint %s: %w", c.path, err)
 	}
 	return nil

@@ -37,6 +37,11 @@
 // directories 0700); shared records are read by every plugin, possibly under
 // other users or in other containers (files 0644, new directories 0755).
 //
+// Records.PublishIf and RemoveIf decide and write under the writers' lock:
+// the runner publishes its PluginStatus only over a record of a process of
+// the plugin that started no later than itself (ProcessStart), so that an
+// old process stopping beside its successor cannot overwrite it.
+//
 // Record kinds, each defined here so that no plugin imports another:
 // "plugins" (PluginStatus, published by every runner, read by the stats
 // plugin), "devices" (ContainerDevices: device-injector's devices and their

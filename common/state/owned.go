@@ -13,19 +13,23 @@ import (
 // did not write.
 var ErrNotOwned = errors.New("not a file of the nri-suite state")
 
-// removeOwnedLocked is removeOwned under the writers' lock of path's
-// directory; a missing directory has nothing to remove.
-func removeOwnedLocked(path string) error {
+// removeOwnedIf is removeOwned under the writers' lock of path's
+// directory, unless may, asked under the lock, keeps the file. A missing
+// directory has nothing to remove. It reports whether the file is gone.
+func removeOwnedIf(path string, may func() bool) (bool, error) {
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return true, nil
 	}
 	unlock, err := lockDir(dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer unlock()
-	return removeOwned(path)
+	if !may() {
+		return false, nil
+	}
+	return true, removeOwned(path)
 }
 
 // removeOwned removes the file at path if this package wrote it, and the

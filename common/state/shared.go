@@ -65,17 +65,47 @@ func (r *Records[T]) path(key string) string { return filepath.Join(r.dir, key+r
 // Publish atomically creates or replaces the record key (file mode 0644, new
 // directories 0755, so that plugins under any user can read it).
 func (r *Records[T]) Publish(key string, v T) error {
+	_, err := r.PublishIf(key, v, nil)
+	return err
+}
+
+// PublishIf is Publish, unless may, given the record there now, keeps it; a
+// missing or unreadable record is replaced, and a nil may replaces any. The
+// check and the write are one step under the writers' lock, so that no
+// other process publishes in between. It reports whether v was published.
+func (r *Records[T]) PublishIf(key string, v T, may func(current T) bool) (bool, error) {
 	if err := validateName("key", key); err != nil {
-		return fmt.Errorf("publishing %s record: %w", r.kind, err)
+		return false, fmt.Errorf("publishing %s record: %w", r.kind, err)
 	}
 	data, err := encode(r.version, v)
+	if err == nil {
+		err = ensureDir(r.dir, sharedPerms.dir)
+	}
 	if err != nil {
-		return fmt.Errorf("publishing %s record %s: %w", r.kind, key, err)
+		return false, fmt.Errorf("publishing %s record %s: %w", r.kind, key, err)
 	}
-	if err := writeFileAtomic(r.path(key), data, sharedPerms); err != nil {
-		return fmt.Errorf("publishing %s record %s: %w", r.kind, key, err)
+	unlock, err := lockDir(r.dir)
+	if err != nil {
+		return false, fmt.Errorf("publishing %s record %s: %w", r.kind, key, err)
 	}
-	return nil
+	defer unlock()
+	if !r.allows(key, may) {
+		return false, nil
+	}
+	if err := writeLocked(r.path(key), data, sharedPerms); err != nil {
+		return false, fmt.Errorf("publishing %s record %s: %w", r.kind, key, err)
+	}
+	return true, nil
+}
+
+// allows reports whether may lets the record key be replaced or removed:
+// may is nil, there is no record, it cannot be read, or may says so.
+func (r *Records[T]) allows(key string, may func(current T) bool) bool {
+	if may == nil {
+		return true
+	}
+	current, found, err := r.Read(key)
+	return err != nil || !found || may(current)
 }
 
 // Read returns the record key; found is false when there is none. A record
@@ -149,11 +179,20 @@ func (r *Records[T]) List() (map[string]T, error) {
 // place that this package did not write is left there, and the error
 // matches ErrNotOwned.
 func (r *Records[T]) Remove(key string) error {
+	_, err := r.RemoveIf(key, nil)
+	return err
+}
+
+// RemoveIf is Remove, unless may, given the record there, keeps it (as
+// PublishIf, under the writers' lock). It reports whether the record is
+// gone: false when may kept it.
+func (r *Records[T]) RemoveIf(key string, may func(current T) bool) (bool, error) {
 	if err := validateName("key", key); err != nil {
-		return fmt.Errorf("removing %s record: %w", r.kind, err)
+		return false, fmt.Errorf("removing %s record: %w", r.kind, err)
 	}
-	if err := removeOwnedLocked(r.path(key)); err != nil {
-		return fmt.Errorf("removing %s record %s: %w", r.kind, key, err)
+	removed, err := removeOwnedIf(r.path(key), func() bool { return r.allows(key, may) })
+	if err != nil {
+		return false, fmt.Errorf("removing %s record %s: %w", r.kind, key, err)
 	}
-	return nil
+	return removed, nil
 }

@@ -272,3 +272,39 @@ func FuzzValidateName(f *testing.F) {
 		require.False(t, strings.HasPrefix(name, "."))
 	})
 }
+
+// TestConditionalPublishAndRemove: may sees the record there and keeps it
+// or lets it go; a record that cannot be read is always replaced.
+func TestConditionalPublishAndRemove(t *testing.T) {
+	r := newSamples(t, t.TempDir(), 1)
+	keep := func(sample) bool { return false }
+	published, err := r.PublishIf("k", sample{Name: "first"}, keep)
+	require.NoError(t, err)
+	assert.True(t, published, "nothing there to keep")
+	published, err = r.PublishIf("k", sample{Name: "second"}, keep)
+	require.NoError(t, err)
+	assert.False(t, published)
+	removed, err := r.RemoveIf("k", keep)
+	require.NoError(t, err)
+	assert.False(t, removed)
+	got, _, err := r.Read("k")
+	require.NoError(t, err)
+	assert.Equal(t, "first", got.Name, "kept")
+
+	var seen sample
+	published, err = r.PublishIf("k", sample{Name: "third"}, func(s sample) bool { seen = s; return true })
+	require.NoError(t, err)
+	assert.True(t, published)
+	assert.Equal(t, "first", seen.Name, "may sees the record there")
+
+	require.NoError(t, os.WriteFile(filepath.Join(r.Dir(), "k.json"), []byte(`{"format": 1, "version": 9, "checksum": "x", "data": {}}`), 0o644))
+	published, err = r.PublishIf("k", sample{Name: "fourth"}, keep)
+	require.NoError(t, err)
+	assert.True(t, published, "an unreadable record is replaced")
+	removed, err = r.RemoveIf("k", func(s sample) bool { return s.Name == "fourth" })
+	require.NoError(t, err)
+	assert.True(t, removed)
+	_, found, err := r.Read("k")
+	require.NoError(t, err)
+	assert.False(t, found)
+}

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/adaptation/builtin"
 	"github.com/containerd/nri/pkg/api"
@@ -16,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nri-suite/nri-suite/common/kubepod"
+	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	"github.com/nri-suite/nri-suite/e2e/testplugin/syncreport"
 )
@@ -211,6 +215,49 @@ func TestPluginRestartSynchronizesLiveContainers(t *testing.T) {
 
 	p.Stop(t)
 	assert.Zero(t, p.PID())
+}
+
+// TestOldProcessLeavesItsSuccessorsStatus: two processes of one plugin share
+// the node's shared state, as a DaemonSet's old pod stopping beside its new
+// one does (here each on a runtime of its own). The old one, publishing
+// after the new one registered (its runtime went away, and it says so while
+// it retries), overwrites nothing, and its clean stop removes nothing: the
+// status record stays the new process's until the new process stops.
+func TestOldProcessLeavesItsSuccessorsStatus(t *testing.T) {
+	bin := harness.BuildPlugin(t, testPlugin)
+	oldRuntime, newRuntime := harness.New(t), harness.New(t)
+	shared := oldRuntime.SharedDir()
+	records, err := state.PluginStatuses(shared)
+	require.NoError(t, err)
+	status := func() state.PluginStatus {
+		rec, _, err := records.Read("50-e2e-test")
+		require.NoError(t, err)
+		return rec
+	}
+	readyAs := func(p *harness.Plugin) func() bool {
+		return func() bool { rec := status(); return rec.PID == p.PID() && rec.Ready }
+	}
+	// After the harness's --shared-dir, so that it wins.
+	args := harness.WithArgs(append(slices.Clone(harness.DefaultPluginArgs), "--shared-dir", shared)...)
+	const wait, poll = 10 * time.Second, 10 * time.Millisecond
+
+	old := oldRuntime.StartPlugin(t, bin, "50", "e2e-test", args)
+	require.Eventually(t, readyAs(old), wait, poll, "the old process publishes")
+	next := newRuntime.StartPlugin(t, bin, "50", "e2e-test", args)
+	require.Eventually(t, readyAs(next), wait, poll, "the new process publishes")
+
+	oldRuntime.Stop()
+	require.Eventually(t, func() bool { return strings.Contains(old.Log(), "waiting for the runtime") }, wait, poll,
+		"the old process lost its runtime, and published that")
+	assert.True(t, readyAs(next)(), "the new process's record stays: %+v", status())
+	assert.Contains(t, old.Log(), "a newer process of the plugin publishes its status")
+
+	old.Stop(t)
+	assert.True(t, readyAs(next)(), "the old process's stop leaves it: %+v", status())
+	next.Stop(t)
+	_, found, err := records.Read("50-e2e-test")
+	require.NoError(t, err)
+	assert.False(t, found, "the new process withdraws its own record")
 }
 
 func TestStopAndStartInTwoSteps(t *testing.T) {
