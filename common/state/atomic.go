@@ -6,7 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/nri-suite/nri-suite/common/fsread"
 )
 
 // perms are the modes of the files and of the directories this package creates.
@@ -17,6 +18,18 @@ var (
 	privatePerms = perms{file: 0o600, dir: 0o700}
 	// sharedPerms are for records that every plugin on the node reads.
 	sharedPerms = perms{file: 0o644, dir: 0o755}
+)
+
+// Size limits of the files, checked by readers and writers: a file above
+// its limit is as corrupt as a torn one, and a reader never reads more.
+const (
+	// MaxRecordSize bounds a shared record. The largest, device-health's
+	// node record, holds about 700 bytes per watched device at most.
+	MaxRecordSize = 4 << 20
+	// MaxCheckpointSize bounds a checkpoint: topology-aware's holds about
+	// 700 bytes per container, so this is some 20,000 containers, far more
+	// than a node runs.
+	MaxCheckpointSize = 16 << 20
 )
 
 // lockName is the lock file that writers in one directory serialize on.
@@ -31,8 +44,9 @@ func tempPath(path string) string {
 }
 
 // writeFileAtomic replaces path with data so that readers, and a crash at any
-// moment, see either the old or the new content.
-func writeFileAtomic(path string, data []byte, p perms) error {
+// moment, see either the old or the new content. Data above limit, which
+// readers would refuse, is refused here.
+func writeFileAtomic(path string, data []byte, p perms, limit int64) error {
 	dir := filepath.Dir(path)
 	if err := ensureDir(dir, p.dir); err != nil {
 		return err
@@ -42,12 +56,15 @@ func writeFileAtomic(path string, data []byte, p perms) error {
 		return err
 	}
 	defer unlock()
-	return writeLocked(path, data, p)
+	return writeLocked(path, data, p, limit)
 }
 
 // writeLocked is writeFileAtomic for a caller that holds the lock of path's
 // existing directory.
-func writeLocked(path string, data []byte, p perms) (err error) {
+func writeLocked(path string, data []byte, p perms, limit int64) (err error) {
+	if int64(len(data)) > limit {
+		return fmt.Errorf("writing %s: %d bytes, above the limit of %s that readers accept", path, len(data), fsread.Size(limit))
+	}
 	dir := filepath.Dir(path)
 	tmp := tempPath(path)
 	if err := removeIfExists(tmp); err != nil {
@@ -81,28 +98,6 @@ func writeLocked(path string, data []byte, p perms) (err error) {
 	}
 	// Without this the rename itself may be lost on power failure.
 	return syncDir(dir)
-}
-
-// lockDir takes the writers' lock of dir and returns its release. The kernel
-// drops the lock when its holder dies, so a killed writer never blocks others.
-func lockDir(dir string) (func(), error) {
-	path := filepath.Join(dir, lockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening lock file: %w", err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	// Closing the descriptor releases the flock.
-	return func() { _ = f.Close() }, nil
 }
 
 // ensureDir creates dir with mode perm if it is missing. An existing

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/nri-suite/nri-suite/common/fsread"
 )
 
 // formatVersion is the layout of the envelope itself; the payload's layout is
@@ -22,7 +24,8 @@ const formatVersion = 1
 var (
 	// ErrCorrupt matches every *CorruptError.
 	ErrCorrupt = errors.New("corrupt state file")
-	// ErrUnreadable: the file exists but could not be read (e.g. it is a directory).
+	// ErrUnreadable: the file exists but could not be read: it is not a
+	// regular file (a directory, a FIFO, a link) or above its size limit.
 	ErrUnreadable = errors.New("unreadable")
 	// ErrMalformed: not a well-formed envelope, or a payload that does not decode.
 	ErrMalformed = errors.New("malformed")
@@ -166,7 +169,7 @@ func (c *Checkpoint[T]) Save(v T) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := writeFileAtomic(c.path, data, privatePerms); err != nil {
+	if err := writeFileAtomic(c.path, data, privatePerms, MaxCheckpointSize); err != nil {
 		return fmt.Errorf("saving checkpoint %s: %w", c.path, err)
 	}
 	return nil
@@ -192,7 +195,7 @@ func (c *Checkpoint[T]) Load() (v T, found bool, err error) {
 	if err := removeIfExists(tempPath(c.path)); err != nil {
 		return v, false, fmt.Errorf("loading checkpoint %s: removing stale temp file: %w", c.path, err)
 	}
-	raw, err := os.ReadFile(c.path)
+	raw, err := fsread.NoFollow(c.path, MaxCheckpointSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return v, false, nil
 	}

@@ -14,7 +14,17 @@
 // fsync, rename over the target, fsync the directory. A reader or a crash
 // therefore sees either the old or the new file, never a torn one. Writers in
 // one directory serialize on a lock file (flock), which also makes it safe to
-// delete the temp file a killed writer left behind.
+// delete the temp file a killed writer left behind. A writer waits at most
+// LockWait (500ms, well inside NRI's 2 s request timeout) for the lock, then
+// fails with ErrLockHeld naming the lock file and the process holding it;
+// after that, writes to the same directory fail at once until the lock is
+// free, so that a request writing many records waits only once.
+//
+// Files are read only if they are regular files (opened without blocking, so
+// that a FIFO put in their place cannot hang a reader, and without following
+// links), of at most MaxRecordSize (4 MiB) for a record and MaxCheckpointSize
+// (16 MiB) for a checkpoint; writers refuse to write more. Anything else is
+// a *CorruptError with ErrUnreadable.
 //
 // Every file is an envelope carrying a format number, the caller's schema
 // version and a sha256 checksum of the payload, so a truncated, hand-edited or

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/nri-suite/nri-suite/common/fsread"
 )
 
 // DefaultDir is the node-local shared state directory.
@@ -92,7 +94,7 @@ func (r *Records[T]) PublishIf(key string, v T, may func(current T) bool) (bool,
 	if !r.allows(key, may) {
 		return false, nil
 	}
-	if err := writeLocked(r.path(key), data, sharedPerms); err != nil {
+	if err := writeLocked(r.path(key), data, sharedPerms, MaxRecordSize); err != nil {
 		return false, fmt.Errorf("publishing %s record %s: %w", r.kind, key, err)
 	}
 	return true, nil
@@ -116,7 +118,8 @@ func (r *Records[T]) Read(key string) (v T, found bool, err error) {
 		return v, false, fmt.Errorf("reading %s record: %w", r.kind, err)
 	}
 	path := r.path(key)
-	raw, err := os.ReadFile(path)
+	// Not through a link: Publish writes none, so one is someone else's.
+	raw, err := fsread.NoFollow(path, MaxRecordSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return v, false, nil
 	}
