@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 	"gopkg.in/yaml.v3"
+
+	"github.com/nri-suite/nri-suite/common/fsread"
 )
 
 // Configurable is implemented by a plugin that takes configuration. Configure is called
@@ -83,11 +84,17 @@ func describeYAMLError(err error) error {
 	return errors.New(strings.Join(msgs, "; "))
 }
 
-// readConfigFile returns the bytes of the --config file.
+// MaxConfigSize bounds the --config file; the suite's largest real
+// configurations are a few KiB.
+const MaxConfigSize = 1 << 20
+
+// readConfigFile returns the bytes of the --config file. It must be a
+// regular file: a FIFO would block the start until someone wrote to it.
+// Links are followed, as a mounted ConfigMap's files are links.
 func readConfigFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := fsread.File(path, MaxConfigSize)
 	if err != nil {
-		return nil, fmt.Errorf("read config file %s: %w", path, err)
+		return nil, fmt.Errorf("config file: %w", err)
 	}
 	return data, nil
 }

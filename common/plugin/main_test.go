@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,6 +19,8 @@ func TestRunMain(t *testing.T) {
 	require.NoError(t, err)
 	defer busy.Close()
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	fifo := filepath.Join(t.TempDir(), "fifo.yaml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	socket := "--socket=" + filepath.Join(t.TempDir(), "absent.sock")
 
 	for _, tc := range []struct {
@@ -35,7 +38,9 @@ func TestRunMain(t *testing.T) {
 		{name: "bad index", args: []string{"--idx=7"}, wantCode: 1, wantErr: `--idx: invalid plugin index "7"`},
 		{name: "bad name", args: []string{"--name=a b"}, wantCode: 1, wantErr: `--name: invalid plugin name "a b"`},
 		{name: "empty socket", args: []string{"--socket="}, wantCode: 1, wantErr: "empty --socket"},
-		{name: "missing config file", args: []string{"--config=" + missing}, wantCode: 1, wantErr: "read config file " + missing},
+		{name: "missing config file", args: []string{"--config=" + missing}, wantCode: 1, wantErr: "config file: reading " + missing},
+		{name: "config file is a FIFO", args: []string{"--config=" + fifo}, wantCode: 1,
+			wantErr: "config file: reading " + fifo + ": it is a named pipe (FIFO): not a regular file"},
 		{name: "relative config file", args: []string{"--config=plugin.yaml"}, wantCode: 1, wantErr: `--config: "plugin.yaml": expected an absolute path`},
 		{name: "relative socket", args: []string{"--socket=nri.sock"}, wantCode: 1, wantErr: `--socket: "nri.sock": expected an absolute path`},
 		{name: "shared dir /", args: []string{"--shared-dir=/"}, wantCode: 1, wantErr: `--shared-dir: "/" is a system directory`},

@@ -361,6 +361,9 @@ func TestNewConfigFile(t *testing.T) {
 	malformed := write("malformed.yaml", "env: [unclosed\n")
 	unknown := write("unknown.yaml", "env:\n  A: b\nenvs: {}\n")
 	missing := filepath.Join(dir, "missing.yaml")
+	fifo := filepath.Join(dir, "fifo.yaml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	huge := write("huge.yaml", "# "+strings.Repeat("x", MaxConfigSize)+"\n")
 
 	for _, tc := range []struct {
 		name    string
@@ -369,7 +372,11 @@ func TestNewConfigFile(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "valid file applied", file: good},
-		{name: "missing file", file: missing, wantErr: []string{"read config file " + missing, "no such file"}},
+		{name: "missing file", file: missing, wantErr: []string{"config file: reading " + missing, "no such file"}},
+		// A FIFO without a writer would block the start for good.
+		{name: "FIFO", file: fifo, wantErr: []string{"config file: reading " + fifo + ": it is a named pipe (FIFO): not a regular file"}},
+		{name: "directory", file: dir, wantErr: []string{"config file: reading " + dir + ": it is a directory: not a regular file"}},
+		{name: "above the limit", file: huge, wantErr: []string{"config file: reading " + huge + ": larger than the limit of 1 MiB"}},
 		{name: "malformed YAML", file: malformed, wantErr: []string{"decode config " + malformed, "line 1"}},
 		{name: "unknown key", file: unknown, wantErr: []string{"decode config " + unknown, `line 3: unknown key "envs"`}},
 		{

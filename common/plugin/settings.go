@@ -57,7 +57,7 @@ func (s *Settings) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.Name, "name", s.Name, "plugin name to register with NRI")
 	fs.StringVar(&s.Idx, "idx", s.Idx, "plugin index to register with NRI (two digits, orders the plugins)")
 	fs.StringVar(&s.SocketPath, "socket", s.SocketPath, "NRI socket of the runtime (external plugins)")
-	fs.StringVar(&s.ConfigFile, "config", s.ConfigFile, "YAML configuration file")
+	fs.StringVar(&s.ConfigFile, "config", s.ConfigFile, "YAML configuration file (a regular file of at most 1 MiB)")
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log level: trace, debug, info, warning, error")
 	fs.StringVar(&s.LogFormat, "log-format", s.LogFormat, "log format: text or json")
 	fs.StringVar(&s.HTTPAddr, "http-addr", s.HTTPAddr, "address of /metrics, /healthz and /readyz; empty disables")
