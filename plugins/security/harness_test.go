@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,7 +47,8 @@ type node struct {
 type nodeOptions struct {
 	config     string // the security plugin's; {{profiles}} is the profile directory
 	profiles   map[string]string
-	testPlugin string // the e2e test plugin's config; empty: not started
+	fifos      []string // FIFOs made in the profile directory, by name
+	testPlugin string   // the e2e test plugin's config; empty: not started
 	runtime    []harness.Option
 	logLevel   string // the security plugin's; default debug
 }
@@ -57,6 +59,9 @@ func startNode(t testing.TB, o nodeOptions) *node {
 	for name, content := range o.profiles {
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	for _, name := range o.fifos {
+		require.NoError(t, syscall.Mkfifo(filepath.Join(dir, name), 0o644))
 	}
 	n := &node{rt: harness.New(t, o.runtime...), profiles: dir}
 	if o.logLevel == "" {
@@ -247,6 +252,34 @@ func TestProfileDirectoryWatched(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 100*time.Millisecond, "the profile written at run time was never loaded")
 	assert.Equal(t, rspec.LinuxSeccompAction("SCMP_ACT_ERRNO"), syscallAction(spec.Linux.Seccomp, "mkdir"))
+}
+
+// TestProfileDirectoryWithFIFOs: FIFOs named like profiles, there at start
+// or made while the plugin runs, are invalid profiles naming what they are:
+// the plugin registers, and the directory's watch goes on loading the
+// profiles written after them. (Opened without O_NONBLOCK, a FIFO blocks
+// until a writer appears: at start, the plugin never registered; later,
+// every reload stopped.)
+func TestProfileDirectoryWithFIFOs(t *testing.T) {
+	n := startNode(t, nodeOptions{config: "seccomp: {profile-dir: \"{{profiles}}\"}\n",
+		profiles: map[string]string{"deny-mkdir.json": denyMkdir}, fifos: []string{"a-stuck.json"}})
+	spec, err := n.create(t, podYAML("default", "early", map[string]string{"seccomp.nri-suite.io/pod": "deny-mkdir.json"}))
+	require.NoError(t, err)
+	assert.Equal(t, rspec.LinuxSeccompAction("SCMP_ACT_ERRNO"), syscallAction(spec.Linux.Seccomp, "mkdir"))
+	_, err = n.create(t, podYAML("default", "stuck", map[string]string{"seccomp.nri-suite.io/pod": "a-stuck.json"}))
+	assert.ErrorContains(t, err, "reading "+filepath.Join(n.profiles, "a-stuck.json")+": it is a named pipe (FIFO): not a regular file")
+
+	require.NoError(t, syscall.Mkfifo(filepath.Join(n.profiles, "b-stuck.json"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(n.profiles, "late.json"), []byte(denyMkdir), 0o644))
+	late := map[string]string{"seccomp.nri-suite.io/pod": "late.json"}
+	attempt := 0
+	require.Eventually(t, func() bool {
+		attempt++
+		_, err := n.create(t, podYAML("default", fmt.Sprintf("late-%d", attempt), late))
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond, "a profile written after a FIFO was never loaded")
+	_, err = n.create(t, podYAML("default", "stuck-later", map[string]string{"seccomp.nri-suite.io/pod": "b-stuck.json"}))
+	assert.ErrorContains(t, err, "not a regular file")
 }
 
 const usernsConfig = `

@@ -4,17 +4,17 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/common/fsread"
 )
 
 var (
@@ -251,21 +251,11 @@ func (s *Store) read(root *os.Root, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
+	data, err := fsread.Opened(f, filepath.Join(s.dir, filepath.FromSlash(name)), maxProfileSize)
+	if errors.Is(err, fsread.ErrNotRegular) || errors.Is(err, fsread.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidProfile, err)
 	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: not a regular file (%s)", ErrInvalidProfile, info.Mode().Type())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxProfileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxProfileSize {
-		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidProfile, maxProfileSize)
-	}
-	return data, nil
+	return data, err
 }
 
 // open opens name through root, without blocking on a FIFO. Root refuses every link
@@ -274,7 +264,7 @@ func (s *Store) read(root *os.Root, name string) ([]byte, error) {
 // out to, and an absolute link to inside the directory is opened at its target, through
 // root again.
 func (s *Store) open(root *os.Root, name string) (*os.File, error) {
-	const flags = os.O_RDONLY | syscall.O_NONBLOCK
+	const flags = fsread.Flags
 	f, openErr := root.OpenFile(name, flags, 0)
 	if openErr == nil {
 		return f, nil
