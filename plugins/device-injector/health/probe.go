@@ -5,14 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/nri-suite/nri-suite/common/fsread"
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
 )
@@ -30,8 +29,9 @@ func probeEnv(id string) []string {
 	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "NRI_SUITE_DEVICE=" + id}
 }
 
-// Limits on what a check's output may put into a health message and how
-// much of a health file is read.
+// Limits on what a check's output may put into a health message and on the
+// size of a health file (a sysfs attribute's, a page); a larger one is
+// Unhealthy.
 const (
 	maxMessageOutput = 512
 	maxFileRead      = 4096
@@ -173,7 +173,7 @@ func (pr *prober) readFile(ctx context.Context, c config.HealthCheck, file strin
 	}
 	done := make(chan result, 1)
 	go func() {
-		data, err := readRegular(file)
+		data, err := fsread.File(file, maxFileRead)
 		done <- result{data, err}
 	}()
 	timer := time.NewTimer(c.Timeout)
@@ -196,26 +196,6 @@ func (pr *prober) readFile(ctx context.Context, c config.HealthCheck, file strin
 		return unhealthy("health check %s: %s is %q, expected it to match %s", c.Key, file, truncate(content), c.Expect), false
 	}
 	return state.DeviceHealth{}, true
-}
-
-func readRegular(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %s: not a regular file (%s)", path, st.Mode().Type())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileRead))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return data, nil
 }
 
 func truncate(s string) string {

@@ -60,6 +60,8 @@ func TestProbes(t *testing.T) {
 	require.NoError(t, os.WriteFile(badFile, []byte("degraded: ECC errors\n"), 0o644))
 	fifo := filepath.Join(dir, "2.health")
 	require.NoError(t, unix.Mkfifo(fifo, 0o644))
+	large := filepath.Join(dir, "3.health")
+	require.NoError(t, os.WriteFile(large, []byte("ok"+strings.Repeat(" ", maxFileRead)), 0o644))
 	const dev = "vendor.com/gpu=0"
 
 	for _, tc := range []struct {
@@ -85,9 +87,11 @@ func TestProbes(t *testing.T) {
 		{"file does not match", checks(t, "vendor.com/gpu=*", nil, "file: "+dir+"/{name}.health", "expect: ok|good"), "vendor.com/gpu=1",
 			state.HealthUnhealthy, []string{badFile + ` is "degraded: ECC errors", expected it to match ^(?:ok|good)$`}},
 		{"file missing", checks(t, "vendor.com/gpu=*", nil, "file: "+dir+"/{name}.health", "expect: ok"), "vendor.com/gpu=7",
-			state.HealthUnhealthy, []string{"read " + dir + "/7.health", "no such file"}},
+			state.HealthUnhealthy, []string{"reading " + dir + "/7.health", "no such file"}},
 		{"a FIFO does not hang the check", checks(t, "vendor.com/gpu=*", nil, "file: "+dir+"/{name}.health", "expect: ok"), "vendor.com/gpu=2",
-			state.HealthUnhealthy, []string{"not a regular file"}},
+			state.HealthUnhealthy, []string{"reading " + fifo + ": it is a named pipe (FIFO): not a regular file"}},
+		{"a file above 4 KiB", checks(t, "vendor.com/gpu=*", nil, "file: "+dir+"/{name}.health", "expect: ok"), "vendor.com/gpu=3",
+			state.HealthUnhealthy, []string{"reading " + large + ": larger than the limit of 4 KiB"}},
 		{"a device no check matches", checks(t, "other.com/nic=*", []string{"/bin/false"}), dev, state.HealthHealthy, nil},
 		{"the first failing check decides", append(
 			checks(t, "vendor.com/gpu=*", []string{"/bin/true"}, "file: "+badFile, "expect: ok"),
