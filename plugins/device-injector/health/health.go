@@ -6,10 +6,10 @@
 // operator check could not run), with a message, as KEP-4680's
 // allocatedResourcesStatus.
 //
-// One goroutine polls: the CDI library refreshes its cache on its own
+// One goroutine polls: the resolver rescans the spec directories on its own
 // (fsnotify) but tells nobody, and device nodes disappear without an event
-// the cache would see, so both are re-read every interval. Reading the
-// cache costs no rescan and a node check one stat.
+// it would see, so both are re-read every interval. Reading the last scan
+// costs no rescan and a node check one stat.
 //
 // The operator's checks (Probes: a command, a file) run in the same rounds,
 // for devices whose nodes are fine, on at most Probes.Concurrency workers

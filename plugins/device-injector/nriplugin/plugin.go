@@ -86,9 +86,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 			return nil, fmt.Errorf("create device-injector plugin: %w", err)
 		}
 	}
-	if p.resolver, err = resolve.New(cfg.SpecDirs); err != nil {
-		return nil, fmt.Errorf("create device-injector plugin: %w", err)
-	}
+	p.resolver = resolve.New(cfg.SpecDirs, deps.Log)
 	p.monitor = health.New(health.Sources{Inventory: p.resolver.Inventory, InUse: p.inUse}, cfg.HealthInterval)
 	if err := p.metrics.register(deps.Registry, deps.MetricsNamespace, p.resolver.SpecErrors, p.resolver.Devices, p.monitor.Snapshot); err != nil {
 		p.resolver.Close()
@@ -112,9 +110,7 @@ func (p *Plugin) Configure(data []byte, source string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !slices.Equal(cfg.SpecDirs, p.cfg.SpecDirs) {
-		if err := p.resolver.SetSpecDirs(cfg.SpecDirs); err != nil {
-			return err
-		}
+		p.resolver.SetSpecDirs(cfg.SpecDirs)
 	}
 	p.cfg = cfg
 	p.monitor.SetInterval(cfg.HealthInterval)

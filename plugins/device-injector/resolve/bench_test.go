@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"tags.cncf.io/container-device-interface/pkg/cdi"
+	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/specgen"
 )
@@ -23,10 +23,7 @@ func benchResolver(b *testing.B) (*Resolver, string) {
 	if err := specgen.Write(dir, benchFiles, benchDevicesPerFile); err != nil {
 		b.Fatal(err)
 	}
-	r, err := New([]string{dir})
-	if err != nil {
-		b.Fatal(err)
-	}
+	r := New([]string{dir}, logrus.NewEntry(logrus.New()))
 	b.Cleanup(r.Close)
 	if n := r.Devices(); n != benchFiles*benchDevicesPerFile {
 		b.Fatalf("the cache resolves %d devices, expected %d", n, benchFiles*benchDevicesPerFile)
@@ -34,23 +31,15 @@ func benchResolver(b *testing.B) (*Resolver, string) {
 	return r, dir
 }
 
-// BenchmarkRescan is the CDI cache's full rescan of the 100 files, what
-// every change to a spec directory costs. The resolver's own cache
-// rescans on its watcher's events only (Refresh is a no-op with
-// auto-refresh), so a cache of the same directory without auto-refresh is
-// rescanned here.
+// BenchmarkRescan is the full rescan of the 100 files, what every change
+// to a spec directory costs, in the watcher's goroutine: resolutions keep
+// using the previous scan meanwhile.
 func BenchmarkRescan(b *testing.B) {
-	_, dir := benchResolver(b)
-	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
-	if err != nil {
-		b.Fatal(err)
-	}
+	r, _ := benchResolver(b)
 	for b.Loop() {
-		if err := cache.Refresh(); err != nil {
-			b.Fatal(err)
-		}
+		r.rescan()
 	}
-	if n := len(cache.ListDevices()); n != benchFiles*benchDevicesPerFile {
+	if n := r.Devices(); n != benchFiles*benchDevicesPerFile {
 		b.Fatalf("the rescan found %d devices", n)
 	}
 }
@@ -70,7 +59,7 @@ func BenchmarkSpecChangeVisible(b *testing.B) {
 		}
 		name := specgen.Vendor(file) + "/dev=" + extra
 		deadline := time.Now().Add(30 * time.Second)
-		for r.cache.GetDevice(name) == nil {
+		for r.current.Load().devices[name] == nil {
 			if time.Now().After(deadline) {
 				b.Fatalf("%s never became resolvable", name)
 			}

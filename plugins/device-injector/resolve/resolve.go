@@ -1,58 +1,109 @@
 // Package resolve turns CDI device names into what they do to a container,
-// with the CDI library's own cache (tags.cncf.io/container-device-interface):
-// spec directories scanned in order (later ones win), refreshed when they
-// change. Each device is injected alone into a scratch OCI spec by the
-// library, so that its edits (device nodes, mounts, env, hooks) are known
-// per device: the caller checks them against each other and the container,
-// applies them as plain NRI adjustments (plugin mode), or only locates their
-// device nodes (runtime mode).
+// with the CDI library (tags.cncf.io/container-device-interface): spec
+// directories scanned in order (later ones win), rescanned in the
+// background when they change (scan.go, watch.go). Resolutions read the
+// last scan and never wait for the next. Each device is injected alone into
+// a scratch OCI spec by the library, so that its edits (device nodes,
+// mounts, env, hooks) are known per device: the caller checks them against
+// each other and the container, applies them as plain NRI adjustments
+// (plugin mode), or only locates their device nodes (runtime mode).
 package resolve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 )
 
-// ErrUnresolvable is wrapped by the error for a name the cache does not
+// ErrUnresolvable is wrapped by the error for a name the last scan does not
 // resolve.
 var ErrUnresolvable = errors.New("unresolvable CDI device")
 
 // Resolver resolves CDI names from a set of spec directories. It is safe for
 // concurrent use.
 type Resolver struct {
-	cache *cdi.Cache
+	log     logrus.FieldLogger
+	current atomic.Pointer[snapshot]
+	// mu serializes scans and guards dirs.
+	mu           sync.Mutex
+	dirs         []string
+	reconfigured chan struct{} // tells the watcher that dirs changed
+	stop         context.CancelFunc
+	stopped      chan struct{}
 }
 
-// New watches and reads the spec directories, lowest priority first.
-func New(dirs []string) (*Resolver, error) {
-	cache, err := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(true))
-	if err != nil {
-		return nil, fmt.Errorf("create CDI cache on %s: %w", strings.Join(dirs, ", "), err)
-	}
-	return &Resolver{cache: cache}, nil
+// New reads the spec directories, lowest priority first, and watches them.
+func New(dirs []string, log logrus.FieldLogger) *Resolver {
+	ctx, stop := context.WithCancel(context.Background())
+	r := &Resolver{log: log, dirs: cleanDirs(dirs), reconfigured: make(chan struct{}, 1), stop: stop, stopped: make(chan struct{})}
+	r.rescan()
+	go func() {
+		defer close(r.stopped)
+		r.watch(ctx)
+	}()
+	return r
 }
 
 // SetSpecDirs switches to other spec directories and rescans them.
-func (r *Resolver) SetSpecDirs(dirs []string) error {
-	if err := r.cache.Configure(cdi.WithSpecDirs(dirs...)); err != nil {
-		return fmt.Errorf("reconfigure CDI cache on %s: %w", strings.Join(dirs, ", "), err)
+func (r *Resolver) SetSpecDirs(dirs []string) {
+	r.mu.Lock()
+	r.dirs = cleanDirs(dirs)
+	r.mu.Unlock()
+	r.rescan()
+	select {
+	case r.reconfigured <- struct{}{}:
+	default: // the watcher has not taken the last one yet
 	}
-	return nil
 }
 
 // Close stops watching the spec directories.
 func (r *Resolver) Close() {
-	// Turning auto-refresh off is the cache's only way to stop its watcher.
-	_ = r.cache.Configure(cdi.WithAutoRefresh(false))
+	r.stop()
+	<-r.stopped
+}
+
+func cleanDirs(dirs []string) []string {
+	out := make([]string, len(dirs))
+	for i, d := range dirs {
+		out[i] = filepath.Clean(d)
+	}
+	return out
+}
+
+// specDirs are the directories as configured now.
+func (r *Resolver) specDirs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dirs
+}
+
+// rescan replaces the snapshot with a new scan and logs the spec files whose
+// errors are new: files not read, specs that do not load, conflicts.
+func (r *Resolver) rescan() {
+	r.mu.Lock()
+	next := scan(r.dirs)
+	prev := r.current.Swap(next)
+	r.mu.Unlock()
+	for _, path := range slices.Sorted(maps.Keys(next.errors)) {
+		err := errors.Join(next.errors[path]...)
+		if prev != nil && prev.errors[path] != nil && errors.Join(prev.errors[path]...).Error() == err.Error() {
+			continue
+		}
+		r.log.WithField("spec", path).WithError(err).Warn("CDI spec error")
+	}
 }
 
 // Hook is an OCI hook and the stage it runs at, in CDI's names
@@ -84,15 +135,16 @@ type Owner struct {
 }
 
 // Resolve resolves each name (fully qualified, without duplicates) into its
-// edits. A name the cache does not resolve fails with ErrUnresolvable and
-// every error the cache reports for the specs that could have defined it
-// (its vendor's, and those that did not load), and the spec directories
-// that cannot be read.
+// edits. A name the last scan does not resolve fails with ErrUnresolvable
+// and every error of the specs that could have defined it (its vendor's,
+// and those that did not load), and the spec directories that cannot be
+// read.
 func (r *Resolver) Resolve(names []string, owner Owner) ([]Device, error) {
+	snap := r.current.Load()
 	out := make([]Device, 0, len(names))
 	var errs []error
 	for _, name := range names {
-		d, err := r.resolve(name, owner)
+		d, err := snap.resolve(name, owner)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -105,25 +157,22 @@ func (r *Resolver) Resolve(names []string, owner Owner) ([]Device, error) {
 	return out, nil
 }
 
-func (r *Resolver) resolve(name string, owner Owner) (Device, error) {
-	if r.cache.GetDevice(name) == nil {
-		return Device{}, r.unresolvable(name)
+func (s *snapshot) resolve(name string, owner Owner) (Device, error) {
+	if s.devices[name] == nil {
+		return Device{}, s.unresolvable(name)
 	}
 	scratch := &rspec.Spec{
 		Process: &rspec.Process{User: rspec.User{UID: owner.UID, GID: owner.GID}},
 		Linux:   &rspec.Linux{},
 	}
-	if _, err := r.cache.InjectDevices(scratch, name); err != nil {
-		// Removed since GetDevice, or a node the host lacks.
-		if r.cache.GetDevice(name) == nil {
-			return Device{}, r.unresolvable(name)
-		}
+	if err := s.inject(scratch, name); err != nil {
+		// A node the host lacks.
 		return Device{}, fmt.Errorf("resolve CDI device %s: %w", name, err)
 	}
 	return fromSpec(name, scratch), nil
 }
 
-// fromSpec reads what InjectDevices wrote into an empty spec.
+// fromSpec reads what inject wrote into an empty spec.
 func fromSpec(name string, s *rspec.Spec) Device {
 	d := Device{Name: name, Env: s.Process.Env, Mounts: s.Mounts, Nodes: s.Linux.Devices}
 	if h := s.Hooks; h != nil {
@@ -156,8 +205,8 @@ func fromSpec(name string, s *rspec.Spec) Device {
 	return d
 }
 
-// unresolvable explains why name does not resolve, with the cache's errors.
-func (r *Resolver) unresolvable(name string) error {
+// unresolvable explains why name does not resolve, with the scan's errors.
+func (s *snapshot) unresolvable(name string) error {
 	vendor, _, _, err := parser.ParseQualifiedName(name)
 	if err != nil {
 		return fmt.Errorf("%w %q: %w", ErrUnresolvable, name, err)
@@ -166,57 +215,43 @@ func (r *Resolver) unresolvable(name string) error {
 	// specs that did not load at all (they might have defined it).
 	relevant := map[string]bool{}
 	loaded := map[string]bool{}
-	for _, v := range r.cache.ListVendors() {
-		for _, s := range r.cache.GetVendorSpecs(v) {
-			loaded[s.GetPath()] = true
-			relevant[s.GetPath()] = v == vendor
+	for v, specs := range s.specs {
+		for _, spec := range specs {
+			loaded[s.paths[spec]] = true
+			relevant[s.paths[spec]] = v == vendor
 		}
 	}
-	errs := r.cache.GetErrors()
-	dirs := r.cache.GetSpecDirectories()
 	var reasons []string
-	for _, path := range slices.Sorted(maps.Keys(errs)) {
-		if slices.Contains(dirs, path) {
-			continue // watch errors: see DirProblems
-		}
+	for _, path := range slices.Sorted(maps.Keys(s.errors)) {
 		if relevant[path] || !loaded[path] {
-			reasons = append(reasons, fmt.Sprintf("%s: %v", path, errors.Join(errs[path]...)))
+			reasons = append(reasons, fmt.Sprintf("%s: %v", path, errors.Join(s.errors[path]...)))
 		}
 	}
-	reasons = append(reasons, DirProblems(dirs)...)
-	msg := fmt.Sprintf("no spec in %s defines it", strings.Join(dirs, ", "))
+	reasons = append(reasons, s.problems...)
+	msg := fmt.Sprintf("no spec in %s defines it", strings.Join(s.dirs, ", "))
 	if len(reasons) > 0 {
 		msg += "; spec errors: " + strings.Join(reasons, "; ")
 	}
 	return fmt.Errorf("%w %s: %s", ErrUnresolvable, name, msg)
 }
 
-// SpecErrors counts the errors the cache reports for spec files, and the
+// SpecErrors counts the errors of spec files in the last scan, and the
 // spec directories that exist but cannot be read.
-func (r *Resolver) SpecErrors() int {
-	dirs := r.cache.GetSpecDirectories()
-	n := len(DirProblems(dirs))
-	for path, errs := range r.cache.GetErrors() {
-		if !slices.Contains(dirs, path) {
-			n += len(errs)
-		}
-	}
-	return n
-}
+func (r *Resolver) SpecErrors() int { return r.current.Load().specErrors() }
 
-// Devices counts the devices the cache resolves.
-func (r *Resolver) Devices() int { return len(r.cache.ListDevices()) }
+// Devices counts the devices the spec directories define.
+func (r *Resolver) Devices() int { return len(r.current.Load().devices) }
 
 // DirProblems describes the spec directories that exist but cannot be
-// listed. The cache stops its scan at such a directory without a word, so
-// that the specs of later directories are missing too; saying so is the
+// listed. The scan stops at such a directory, as the CDI library's does,
+// so that the specs of later directories are missing too; saying so is the
 // only way to make that visible. A directory that does not exist is fine
 // (/var/run/cdi often does not).
 func DirProblems(dirs []string) []string {
 	var out []string
 	for _, dir := range dirs {
 		if _, err := os.ReadDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			out = append(out, fmt.Sprintf("spec directory %s cannot be read (specs in it and in later directories are ignored): %v", dir, err))
+			out = append(out, dirProblem(dir, err))
 		}
 	}
 	return out
@@ -231,7 +266,7 @@ type Node struct {
 	Major, Minor int64
 }
 
-// Defined is a CDI device the cache resolves, with the spec file that
+// Defined is a CDI device the scan resolves, with the spec file that
 // defines it and the host nodes of its own and its spec's edits.
 type Defined struct {
 	Name     string
@@ -239,29 +274,23 @@ type Defined struct {
 	Nodes    []Node
 }
 
-// Inventory is the cache's current view: the devices it resolves, and the
+// Inventory is the last scan: the devices it resolves, and the
 // errors of spec files (by path) that did not load or conflict.
 type Inventory struct {
 	Devices    []Defined
 	SpecErrors map[string]error
 }
 
-// Inventory reads the cache's devices and spec errors without rescanning
-// (the watcher keeps the cache current), so it is cheap to poll.
+// Inventory is the last scan's view, cheap to poll: nothing is read.
 func (r *Resolver) Inventory() Inventory {
-	dirs := r.cache.GetSpecDirectories()
+	snap := r.current.Load()
 	inv := Inventory{SpecErrors: map[string]error{}}
-	for path, errs := range r.cache.GetErrors() {
-		if !slices.Contains(dirs, path) {
-			inv.SpecErrors[path] = errors.Join(errs...)
-		}
+	for path, errs := range snap.errors {
+		inv.SpecErrors[path] = errors.Join(errs...)
 	}
-	for _, name := range r.cache.ListDevices() {
-		d := r.cache.GetDevice(name)
-		if d == nil {
-			continue // refreshed since ListDevices
-		}
-		def := Defined{Name: name, SpecPath: d.GetSpec().GetPath()}
+	for _, name := range slices.Sorted(maps.Keys(snap.devices)) {
+		d := snap.devices[name]
+		def := Defined{Name: name, SpecPath: snap.paths[d.GetSpec()]}
 		for _, n := range slices.Concat(d.ContainerEdits.DeviceNodes, d.GetSpec().ContainerEdits.DeviceNodes) {
 			host := n.HostPath
 			if host == "" {

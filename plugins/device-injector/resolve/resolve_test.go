@@ -3,10 +3,13 @@ package resolve
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,8 +52,7 @@ func writeSpec(t *testing.T, dir, name, content string) {
 
 func newResolver(t *testing.T, dirs ...string) *Resolver {
 	t.Helper()
-	r, err := New(dirs)
-	require.NoError(t, err)
+	r := New(dirs, logrus.NewEntry(logrus.New()))
 	t.Cleanup(r.Close)
 	return r
 }
@@ -255,7 +257,65 @@ func TestResolveFollowsSpecDirectoryChanges(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the watcher picks up a new spec")
 
 	other := t.TempDir()
-	require.NoError(t, r.SetSpecDirs([]string{other}))
+	r.SetSpecDirs([]string{other})
 	_, err = r.Resolve([]string{"example.com/dev=null"}, Owner{})
 	require.ErrorIs(t, err, ErrUnresolvable, "the old directory is no longer read")
+}
+
+// TestSpecDirectoryWithAFIFO: a FIFO named like a spec, there at start or
+// made later, is a spec error naming it, and neither blocks the scan nor
+// hides the other specs: those there before, and those written after, are
+// resolved. (The CDI library's own scan blocks on it for good: New would
+// not return.)
+func TestSpecDirectoryWithAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	writeSpec(t, dir, "example.yaml", nullSpec)
+	fifo := filepath.Join(dir, "a-stuck.yaml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	r := newResolver(t, dir)
+
+	_, err := r.Resolve([]string{"example.com/dev=null"}, Owner{})
+	require.NoError(t, err, "the other specs are read")
+	assert.Equal(t, 1, r.SpecErrors())
+	_, err = r.Resolve([]string{"other.com/dev=x"}, Owner{})
+	assert.ErrorContains(t, err, fifo+": failed to load CDI Spec: reading "+fifo+": it is a named pipe (FIFO): not a regular file")
+
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "b-later.json"), 0o644))
+	writeSpec(t, dir, "other.yaml", strings.ReplaceAll(nullSpec, "example.com", "other.com"))
+	require.Eventually(t, func() bool {
+		_, err := r.Resolve([]string{"other.com/dev=null"}, Owner{})
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "a spec written while the FIFOs are there is picked up")
+	assert.Equal(t, 2, r.SpecErrors())
+	assert.ErrorContains(t, r.Inventory().SpecErrors[fifo], "not a regular file")
+
+	require.NoError(t, os.Remove(fifo))
+	require.Eventually(t, func() bool { return r.SpecErrors() == 1 }, 10*time.Second, 20*time.Millisecond,
+		"a removed FIFO is no longer reported")
+}
+
+func TestSpecAboveTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	writeSpec(t, dir, "huge.yaml", nullSpec+"#"+strings.Repeat("x", MaxSpecSize))
+	r := newResolver(t, dir)
+	_, err := r.Resolve([]string{"example.com/dev=null"}, Owner{})
+	assert.ErrorContains(t, err, "reading "+filepath.Join(dir, "huge.yaml")+": larger than the limit of 4 MiB")
+}
+
+// TestSpecDirectoryAppearsLater: a spec directory missing at start is
+// watched once it exists.
+func TestSpecDirectoryAppearsLater(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cdi")
+	r := newResolver(t, dir)
+	writeSpec(t, dir, "example.yaml", nullSpec)
+	require.Eventually(t, func() bool {
+		_, err := r.Resolve([]string{"example.com/dev=null"}, Owner{})
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, os.RemoveAll(dir))
+	require.Eventually(t, func() bool { return r.Devices() == 0 }, 10*time.Second, 20*time.Millisecond,
+		"a removed directory's specs are gone")
+	writeSpec(t, dir, "example.yaml", nullSpec)
+	require.Eventually(t, func() bool { return r.Devices() == 2 }, 10*time.Second, 20*time.Millisecond,
+		"and come back with it")
 }
