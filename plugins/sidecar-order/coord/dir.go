@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nri-suite/nri-suite/common/fsread"
 )
 
 // Files in the coordination directory. Container names are DNS labels
@@ -353,9 +355,15 @@ func (d Dir) WriteReport(r Report) error {
 	return d.writeAtomic(name, data)
 }
 
+// maxReportSize bounds a report; a real one is about 200 bytes.
+const maxReportSize = 64 << 10
+
 // TakeReports returns the reports written so far and removes them, so that
-// each is counted once. A report that cannot be decoded is removed and
-// returned as an error beside the others.
+// each is counted once. A report that cannot be read or decoded is removed
+// and returned as an error beside the others. The containers write the
+// reports, so only regular files are read (a FIFO would block the plugin's
+// request until someone wrote to it) and links are not followed (one could
+// lead anywhere on the host).
 func (d Dir) TakeReports() ([]Report, error) {
 	entries, err := os.ReadDir(d.Path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -371,7 +379,7 @@ func (d Dir) TakeReports() ([]Report, error) {
 			continue
 		}
 		path := d.file(e.Name())
-		data, err := os.ReadFile(path)
+		data, err := fsread.NoFollow(path, maxReportSize)
 		if err == nil {
 			var r Report
 			if err = json.Unmarshal(data, &r); err == nil {

@@ -120,3 +120,25 @@ func TestOwnership(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o755), info.Mode().Perm(), "left as it was")
 }
+
+// TestTakeReportsOfWhatIsNotAFile: a container may put anything in its
+// pod's directory. A FIFO named like a report does not block the plugin (it
+// would until someone wrote to it), a link is not followed out of the
+// directory, and both are reported and removed beside the good reports.
+func TestTakeReportsOfWhatIsNotAFile(t *testing.T) {
+	d := coord.Dir{Path: t.TempDir()}
+	require.NoError(t, d.WriteReport(coord.Report{Container: "app", Role: "main"}))
+	fifo := filepath.Join(d.Path, "report-fifo-1.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	link := filepath.Join(d.Path, "report-link-1.json")
+	require.NoError(t, os.Symlink("/etc/passwd", link))
+
+	reports, err := d.TakeReports()
+	require.Len(t, reports, 1)
+	assert.Equal(t, "app", reports[0].Container)
+	assert.ErrorContains(t, err, "reading "+fifo+": it is a named pipe (FIFO): not a regular file")
+	assert.ErrorContains(t, err, "reading "+link+": it is a symbolic link: not a regular file")
+	entries, err := os.ReadDir(d.Path)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "every report is taken")
+}
