@@ -13,7 +13,6 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/e2e/harness"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
@@ -97,10 +96,7 @@ func TestCDIDeviceAlignment(t *testing.T) {
 // container id.
 func savedRequest(t *testing.T, stateDir, id string) policy.Request {
 	t.Helper()
-	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(stateDir, nriplugin.CheckpointFile), nriplugin.CheckpointVersion)
-	require.NoError(t, err)
-	saved, found, err := cp.Load()
-	require.NoError(t, err)
+	saved, found := loadCheckpoint(t, stateDir)
 	require.True(t, found)
 	for _, c := range saved.Containers {
 		if c.Request.ContainerID == id {

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -478,13 +479,26 @@ func TestRestartsMoveNothing(t *testing.T) {
 	}
 }
 
-// savedIDs returns the container ids in the checkpoint in stateDir.
-func savedIDs(t *testing.T, stateDir string) []string {
+// loadCheckpoint reads the checkpoint in stateDir, as the plugin's next
+// process would. The plugin may be writing it: a write holds the
+// directory's lock for an fsync, which a loaded machine's disk can stretch
+// past state.LockWait, so a lock held is waited out.
+func loadCheckpoint(t *testing.T, stateDir string) (saved policy.Snapshot, found bool) {
 	t.Helper()
 	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(stateDir, nriplugin.CheckpointFile), nriplugin.CheckpointVersion)
 	require.NoError(t, err)
-	saved, _, err := cp.Load()
+	require.Eventually(t, func() bool {
+		saved, found, err = cp.Load()
+		return !errors.Is(err, state.ErrLockHeld)
+	}, 30*time.Second, 5*time.Millisecond)
 	require.NoError(t, err)
+	return saved, found
+}
+
+// savedIDs returns the container ids in the checkpoint in stateDir.
+func savedIDs(t *testing.T, stateDir string) []string {
+	t.Helper()
+	saved, _ := loadCheckpoint(t, stateDir)
 	var ids []string
 	for _, c := range saved.Containers {
 		ids = append(ids, c.Placement.ContainerID)
