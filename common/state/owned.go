@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/nri-suite/nri-suite/common/fsread"
 )
 
 // ErrNotOwned: a file where a record or a checkpoint should be that this
@@ -42,19 +44,13 @@ func removeOwned(path string) error {
 	if err := removeIfExists(tempPath(path)); err != nil {
 		return err
 	}
-	info, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	raw, err := fsread.NoFollow(path, MaxCheckpointSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil
-	}
-	if err != nil {
-		return err
-	}
-	// Checked before it is opened: a FIFO would block the read.
-	if !info.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s is not a regular file (mode %s): left in place", ErrNotOwned, path, info.Mode())
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
+	case errors.Is(err, fsread.ErrNotRegular), errors.Is(err, fsread.ErrTooLarge):
+		return fmt.Errorf("%w: %w: left in place", ErrNotOwned, err)
+	case err != nil:
 		return err
 	}
 	env, err := parseEnvelope(raw)

@@ -106,7 +106,8 @@ func (d Dir) WriteSpec(p *Pod) error {
 
 // ReadSpec loads the pod's spec.
 func (d Dir) ReadSpec() (*Pod, error) {
-	data, err := os.ReadFile(d.file(specFile))
+	// Containers can write into the directory: the spec may be anything.
+	data, err := fsread.NoFollow(d.file(specFile), maxReportSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pod's sidecar spec: %w", err)
 	}
@@ -355,7 +356,8 @@ func (d Dir) WriteReport(r Report) error {
 	return d.writeAtomic(name, data)
 }
 
-// maxReportSize bounds a report; a real one is about 200 bytes.
+// maxReportSize bounds a report and the pod's spec, which containers can
+// replace; a real one is about 200 bytes.
 const maxReportSize = 64 << 10
 
 // TakeReports returns the reports written so far and removes them, so that
