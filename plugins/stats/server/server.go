@@ -19,7 +19,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-suite/nri-suite/common/fsread"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
 )
@@ -186,13 +186,21 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 		}
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+	certPEM, err := fsread.File(o.TLSCert, maxPEMSize)
+	if err != nil {
+		return nil, fmt.Errorf("loading --stats-tls-cert: %w", err)
+	}
+	keyPEM, err := fsread.File(o.TLSKey, maxPEMSize)
+	if err != nil {
+		return nil, fmt.Errorf("loading --stats-tls-key: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("loading the stats TLS key pair %s, %s: %w", o.TLSCert, o.TLSKey, err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if o.ClientCA != "" {
-		pem, err := os.ReadFile(o.ClientCA)
+		pem, err := fsread.File(o.ClientCA, maxPEMSize)
 		if err != nil {
 			return nil, fmt.Errorf("reading --stats-client-ca: %w", err)
 		}
@@ -205,6 +213,13 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
+// Limits of the files the listener reads at start, read through fsread so
+// that a FIFO there is an error, not a start that hangs.
+const (
+	maxPEMSize   = 1 << 20
+	maxTokenSize = 64 << 10
+)
+
 // authenticate wraps h with the bearer token check, if a token file is set.
 func (o Options) authenticate(h http.Handler) (http.Handler, error) {
 	if o.TokenFile == "" {
@@ -213,7 +228,7 @@ func (o Options) authenticate(h http.Handler) (http.Handler, error) {
 	if o.TLSCert == "" && !loopback(o.Addr) {
 		return nil, fmt.Errorf("--stats-token-file on %s: a bearer token off loopback needs TLS, expected --stats-tls-cert and --stats-tls-key", o.Addr)
 	}
-	raw, err := os.ReadFile(o.TokenFile)
+	raw, err := fsread.File(o.TokenFile, maxTokenSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading --stats-token-file: %w", err)
 	}

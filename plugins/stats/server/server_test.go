@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,6 +118,8 @@ func TestRefusesUnsafeOptions(t *testing.T) {
 	require.NoError(t, os.WriteFile(tokenFile, []byte("t"), 0o600))
 	empty := filepath.Join(dir, "empty")
 	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	fifo := filepath.Join(dir, "token.fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	for _, tc := range []struct {
 		name    string
 		opts    Options
@@ -128,7 +131,8 @@ func TestRefusesUnsafeOptions(t *testing.T) {
 		{"unclean token file", Options{Addr: "127.0.0.1:0", TokenFile: "/etc/x/../token"}, `--stats-token-file: "/etc/x/../token": expected a clean absolute path, such as /etc/token`},
 		{"token in the clear off loopback", Options{Addr: "0.0.0.0:0", TokenFile: tokenFile}, "needs TLS"},
 		{"empty token", Options{Addr: "127.0.0.1:0", TokenFile: empty}, "is empty"},
-		{"missing key pair", Options{Addr: "127.0.0.1:0", TLSCert: filepath.Join(dir, "no.pem"), TLSKey: filepath.Join(dir, "no.key")}, "loading the stats TLS key pair"},
+		{"missing key pair", Options{Addr: "127.0.0.1:0", TLSCert: filepath.Join(dir, "no.pem"), TLSKey: filepath.Join(dir, "no.key")}, "loading --stats-tls-cert: reading " + filepath.Join(dir, "no.pem")},
+		{"token file a FIFO", Options{Addr: "127.0.0.1:0", TokenFile: fifo}, "reading " + fifo + ": it is a named pipe (FIFO): not a regular file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Start(tc.opts, endpoints(), logrus.NewEntry(logrus.New()))
