@@ -10,6 +10,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/common/fsread"
 )
 
 // errShuttingDown fails requests that arrive while the plugin is being closed.
@@ -115,6 +117,9 @@ func (w *wrapper) Configure(_ context.Context, config, runtime, version string) 
 			c, ok := w.plugin.(Configurable)
 			if !ok {
 				return fmt.Errorf("the runtime delivered configuration (%s), but plugin %s takes none", source, w.name)
+			}
+			if len(config) > MaxConfigSize {
+				return fmt.Errorf("configuration (%s): %d bytes, above the limit of %s", source, len(config), fsread.Size(MaxConfigSize))
 			}
 			return c.Configure([]byte(config), source)
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -418,6 +419,8 @@ func TestConfigureFromRuntime(t *testing.T) {
 		{name: "empty config keeps the plugin's own", config: "", wantSources: nil},
 		{name: "config applied", config: "env: {A: b}\n", wantSources: []string{"NRI Configure from containerd v2.4.2"}},
 		{name: "unknown key rejected", config: "bogus: 1\n", wantErr: `NRI Configure from containerd v2.4.2: line 1: unknown key "bogus"`},
+		{name: "above the limit", config: "# " + strings.Repeat("x", MaxConfigSize) + "\n",
+			wantErr: fmt.Sprintf("configuration (NRI Configure from containerd v2.4.2): %d bytes, above the limit of 1 MiB", MaxConfigSize+3)},
 		{
 			name: "plugin without configuration", config: "env: {}\n",
 			factory: func(*recorder) any { return onlyCreate{} },
