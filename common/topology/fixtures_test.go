@@ -26,6 +26,7 @@ var describedFixtures = []string{
 	"smt-2s-12c-interleaved",
 	"snc-2s-4n-80c",
 	"nps4-2s-12n-256c-cpuless",
+	"smt-8s-8n-512c",
 }
 
 func fixtureTree(name string) string { return filepath.Join("testdata", name, "sysfs") }
@@ -208,6 +209,28 @@ var fixtures = []fixture{{
 		{kind: locality.Char, major: 250, minor: 0, node: 10, cpus: ""},
 		{kind: locality.Char, major: 10, minor: 200, node: -1, cpus: "0-255"},
 		{pci: "0000:81:00.0", node: 4, cpus: "64-79,192-207"},
+	},
+}, {
+	// More CPUs than cpu.shares can express (256).
+	name:    "smt-8s-8n-512c",
+	cpus:    "0-511",
+	sockets: []int{0, 1, 2, 3, 4, 5, 6, 7},
+	dies: []topology.Die{{Socket: 0, ID: 0}, {Socket: 1, ID: 0}, {Socket: 2, ID: 0}, {Socket: 3, ID: 0},
+		{Socket: 4, ID: 0}, {Socket: 5, ID: 0}, {Socket: 6, ID: 0}, {Socket: 7, ID: 0}},
+	nodes: []int{0, 1, 2, 3, 4, 5, 6, 7},
+	cores: 256, threadsPerCore: 2, l2Groups: 256,
+	l3Groups: []string{
+		"0-31,256-287", "32-63,288-319", "64-95,320-351", "96-127,352-383",
+		"128-159,384-415", "160-191,416-447", "192-223,448-479", "224-255,480-511",
+	},
+	siblings:   map[int]string{0: "0,256", 255: "255,511", 300: "44,300"},
+	nodeCPUs:   map[int]string{0: "0-31,256-287", 7: "224-255,480-511"},
+	socketCPUs: map[int]string{3: "96-127,352-383"},
+	distances:  map[[2]int]int{{0, 0}: 10, {0, 3}: 21, {0, 4}: 31, {5, 6}: 21, {7, 2}: 31},
+	byDistance: map[int][]int{0: {0, 1, 2, 3, 4, 5, 6, 7}, 6: {6, 4, 5, 7, 0, 1, 2, 3}},
+	memTotal:   map[int]uint64{0: 128 * giB, 7: 128 * giB},
+	hugePages: map[int][]topology.HugePages{
+		3: {{Size: 2048 * kiB, Total: 4096, Free: 4096}, {Size: giB, Total: 16, Free: 16}},
 	},
 }, {
 	// This machine, captured with tools/sysfs-capture: a 2-CPU VM with one
