@@ -13,7 +13,8 @@ type Container struct {
 
 // FromNRI describes the container ctr of pod as NRI passes them at create,
 // update or synchronize. Both arguments may be nil. For UpdateContainer, the
-// new resources arrive separately: use EstimateResources on them.
+// new resources arrive separately: use EstimateResources on them, then
+// ForQOS.
 func FromNRI(pod *api.PodSandbox, ctr *api.Container) Container {
 	id := IdentityOf(pod, ctr)
 	qos, source := QOSClassOf(pod, ctr)
@@ -21,7 +22,7 @@ func FromNRI(pod *api.PodSandbox, ctr *api.Container) Container {
 		Identity:    id,
 		QOS:         qos,
 		QOSSource:   source,
-		Resources:   EstimateResources(ctr.GetLinux().GetResources()),
+		Resources:   EstimateResources(ctr.GetLinux().GetResources()).ForQOS(qos),
 		Annotations: NewAnnotations(pod.GetAnnotations(), id.Container),
 	}
 }

@@ -87,6 +87,27 @@ func TestFromNRI(t *testing.T) {
 	}
 }
 
+// The kubelet caps cpu.shares at 256 CPUs; a Guaranteed container's request
+// then comes from its quota.
+func TestFromNRIRequestAbove256CPUs(t *testing.T) {
+	const gi = 1 << 30
+	ctr := &api.Container{Id: "ctr", Name: "app", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+		Cpu:    &api.LinuxCPU{Shares: api.UInt64(maxShares), Quota: api.Int64(30_000_000), Period: api.UInt64(100000)},
+		Memory: &api.LinuxMemory{Limit: api.Int64(gi)},
+	}}}
+	for _, parent := range []string{"/kubepods/pod" + testUID, "/kubepods/burstable/pod" + testUID, ""} {
+		t.Run("cgroup parent "+parent, func(t *testing.T) {
+			c := FromNRI(&api.PodSandbox{Linux: &api.LinuxPodSandbox{CgroupParent: parent}}, ctr)
+			if c.QOS == QOSGuaranteed {
+				assert.Equal(t, Resources{CPURequest: 300000, CPULimit: 300000, MemoryLimit: gi}, c.Resources)
+				return
+			}
+			assert.Equal(t, "/kubepods/burstable/pod"+testUID, parent)
+			assert.Equal(t, Resources{CPURequest: 256000, CPURequestCapped: true, CPULimit: 300000, MemoryLimit: gi}, c.Resources, "a burstable request is only known to be 256 CPUs or more")
+		})
+	}
+}
+
 func TestFromNRINil(t *testing.T) {
 	c := FromNRI(nil, nil)
 	assert.Equal(t, Identity{}, c.Identity)

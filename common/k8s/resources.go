@@ -31,8 +31,13 @@ const (
 type Resources struct {
 	// CPURequest in millicores, from cpu shares. 0 when shares are absent or
 	// at the minimum of 2, which the kubelet sets for no request but also for
-	// requests of 1m and 2m.
+	// requests of 1m and 2m. At most 256 CPUs: see CPURequestCapped.
 	CPURequest int64
+	// CPURequestCapped is set when the shares are at the cap of 262144 that
+	// the kubelet and the kernel put on them: the request is then at least
+	// CPURequest (256 CPUs), maybe more. ForQOS completes it for a
+	// Guaranteed container, whose request is its limit.
+	CPURequestCapped bool
 	// CPULimit in millicores, from CFS quota/period. 0 means unlimited (no
 	// quota, or the kubelet runs with cpuCFSQuota=false). Limits below 10m
 	// read as 10m: the kubelet raises smaller quotas to 1ms per 100ms.
@@ -55,6 +60,7 @@ func EstimateResources(r *api.LinuxResources) Resources {
 	cpu := r.GetCpu()
 	if shares := min(cpu.GetShares().GetValue(), maxShares); shares > minShares {
 		res.CPURequest = mulDivCeil(shares, milliPerCPU, sharesPerCPU)
+		res.CPURequestCapped = shares == maxShares
 	}
 	if quota := cpu.GetQuota().GetValue(); quota > 0 {
 		period := cpu.GetPeriod().GetValue()
@@ -71,6 +77,18 @@ func EstimateResources(r *api.LinuxResources) Resources {
 		res.MemoryRequest = unifiedBytes(r.GetUnified(), "memory.low")
 	}
 	return res
+}
+
+// ForQOS completes the resources with what the container's QoS class
+// implies: a Guaranteed container's CPU request equals its limit, so a
+// request that the shares cap at 256 CPUs is its limit, from the CFS quota,
+// which has no such cap. Without a quota (the kubelet's cpuCFSQuota: false)
+// the request stays capped.
+func (r Resources) ForQOS(qos QOSClass) Resources {
+	if qos == QOSGuaranteed && r.CPURequestCapped && r.CPULimit >= r.CPURequest {
+		r.CPURequest, r.CPURequestCapped = r.CPULimit, false
+	}
+	return r
 }
 
 // mulDivCeil returns ceil(a*b/c), saturated at MaxInt64, without overflowing
@@ -115,15 +133,18 @@ func (r Resources) IsIntegerCPU() bool {
 //     is set;
 //   - requests of 1m and 2m read as none; limits below 10m read as 10m;
 //     without CFS quota (cpuCFSQuota=false) a Guaranteed pod reads as
-//     Burstable.
+//     Burstable;
+//   - a request capped at 256 CPUs (CPURequestCapped) matches any limit at
+//     or above it.
 //
 // Guaranteed: a CPU limit equal to the CPU request and a memory limit (equal
 // to the memory request when that is known). BestEffort: nothing set.
 // Burstable: anything else.
 func (r Resources) QOSClass() QOSClass {
 	memoryRequestMatches := r.MemoryRequest == 0 || r.MemoryRequest == r.MemoryLimit
+	cpuRequestMatches := r.CPURequest == r.CPULimit || r.CPURequestCapped && r.CPULimit > r.CPURequest
 	switch {
-	case r.CPULimit > 0 && r.CPURequest == r.CPULimit && r.MemoryLimit > 0 && memoryRequestMatches:
+	case r.CPULimit > 0 && cpuRequestMatches && r.MemoryLimit > 0 && memoryRequestMatches:
 		return QOSGuaranteed
 	case r == Resources{}:
 		return QOSBestEffort

@@ -51,7 +51,9 @@ func TestEstimateResources(t *testing.T) {
 		{"smallest visible request", cpuResources(3, 0, 0), Resources{CPURequest: 3}},
 		{"request 100m (shares 102) rounds back up", cpuResources(102, 0, 0), Resources{CPURequest: 100}},
 		{"integer CPUs", cpuResources(4096, 400000, 100000), Resources{CPURequest: 4000, CPULimit: 4000}},
-		{"shares above the kernel cap", cpuResources(1_000_000, 0, 0), Resources{CPURequest: 256000}},
+		{"shares above the kernel cap", cpuResources(1_000_000, 0, 0), Resources{CPURequest: 256000, CPURequestCapped: true}},
+		{"shares at the cap: 256 CPUs or more", cpuResources(maxShares, 30_000_000, 100000), Resources{CPURequest: 256000, CPURequestCapped: true, CPULimit: 300000}},
+		{"shares just below the cap are exact", cpuResources(maxShares-1, 0, 0), Resources{CPURequest: 256000}},
 		{"quota -1 is unlimited", cpuResources(1024, -1, 100000), Resources{CPURequest: 1000}},
 		{"custom period", cpuResources(0, 75000, 50000), Resources{CPULimit: 1500}},
 		{"zero period defaults to 100ms", cpuResources(0, 150000, 0), Resources{CPULimit: 1500}},
@@ -101,6 +103,32 @@ func TestEstimateResourcesInvertsKubelet(t *testing.T) {
 	}
 }
 
+// A Guaranteed container's request is its limit: above 256 CPUs, where the
+// shares stop, the quota tells it.
+func TestResourcesForQOS(t *testing.T) {
+	capped := EstimateResources(cpuResources(kubeletShares(300000), kubeletQuota(300000, 100000), 100000))
+	require.Equal(t, Resources{CPURequest: 256000, CPURequestCapped: true, CPULimit: 300000}, capped)
+	tests := []struct {
+		name string
+		in   Resources
+		qos  QOSClass
+		want Resources
+	}{
+		{"guaranteed above 256 CPUs: the limit", capped, QOSGuaranteed, Resources{CPURequest: 300000, CPULimit: 300000}},
+		{"burstable above 256 CPUs: at least 256", capped, QOSBurstable, capped},
+		{"guaranteed without a quota stays capped", Resources{CPURequest: 256000, CPURequestCapped: true}, QOSGuaranteed,
+			Resources{CPURequest: 256000, CPURequestCapped: true}},
+		{"guaranteed of exactly 256 CPUs", Resources{CPURequest: 256000, CPURequestCapped: true, CPULimit: 256000}, QOSGuaranteed,
+			Resources{CPURequest: 256000, CPULimit: 256000}},
+		{"guaranteed below the cap is untouched", Resources{CPURequest: 4000, CPULimit: 4000}, QOSGuaranteed, Resources{CPURequest: 4000, CPULimit: 4000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.in.ForQOS(tt.qos))
+		})
+	}
+}
+
 func TestIsIntegerCPU(t *testing.T) {
 	tests := []struct {
 		request int64
@@ -134,6 +162,8 @@ func TestResourcesQOSClass(t *testing.T) {
 		{"no cpu limit", Resources{CPURequest: 1000, MemoryLimit: gi}, QOSBurstable},
 		{"request only", Resources{CPURequest: 100}, QOSBurstable},
 		{"memory limit only", Resources{MemoryLimit: gi}, QOSBurstable},
+		{"request capped at 256 CPUs, limit above", Resources{CPURequest: 256000, CPURequestCapped: true, CPULimit: 300000, MemoryLimit: gi}, QOSGuaranteed},
+		{"request capped at 256 CPUs, limit below", Resources{CPURequest: 256000, CPURequestCapped: true, CPULimit: 200000, MemoryLimit: gi}, QOSBurstable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +176,7 @@ func FuzzEstimateResources(f *testing.F) {
 	f.Add(uint64(1024), int64(100000), uint64(100000), int64(1<<30), "0")
 	f.Add(uint64(2), int64(-1), uint64(0), int64(-1), "max")
 	f.Add(uint64(math.MaxUint64), int64(math.MaxInt64), uint64(1), int64(math.MaxInt64), "9223372036854775807")
+	f.Add(uint64(maxShares), int64(30_000_000), uint64(100000), int64(1<<40), "0") // 300 CPUs
 	f.Fuzz(func(t *testing.T, shares uint64, quota int64, period uint64, memLimit int64, memMin string) {
 		r := EstimateResources(&api.LinuxResources{
 			Cpu:     &api.LinuxCPU{Shares: api.UInt64(shares), Quota: api.Int64(quota), Period: api.UInt64(period)},
@@ -156,6 +187,12 @@ func FuzzEstimateResources(f *testing.F) {
 		assert.LessOrEqual(t, r.CPURequest, int64(maxShares*milliPerCPU/sharesPerCPU))
 		assert.Equal(t, shares > minShares, r.CPURequest > 0)
 		assert.Equal(t, quota > 0, r.CPULimit > 0)
+		assert.Equal(t, shares >= maxShares, r.CPURequestCapped)
+		if g := r.ForQOS(QOSGuaranteed); r.CPURequestCapped && r.CPULimit >= r.CPURequest {
+			assert.Equal(t, g.CPULimit, g.CPURequest, "a Guaranteed request above the cap is its limit")
+		} else {
+			assert.Equal(t, r, g)
+		}
 		assert.GreaterOrEqual(t, r.MemoryRequest, int64(0))
 		assert.Equal(t, max(memLimit, 0), r.MemoryLimit)
 		assert.Contains(t, []QOSClass{QOSGuaranteed, QOSBurstable, QOSBestEffort}, r.QOSClass())

@@ -255,6 +255,33 @@ func TestRejectedCreationsFailWithClearErrors(t *testing.T) {
 	}
 }
 
+// TestRequestsAbove256CPUs: cpu.shares stop at 256 CPUs (the kubelet caps
+// them at 262144); on a 512-CPU machine a Guaranteed container of 300 CPUs
+// gets 300, and what the machine cannot give is refused saying so.
+func TestRequestsAbove256CPUs(t *testing.T) {
+	n := startNode(t, "smt-8s-8n-512c", nodeOptions{logLevel: "info"})
+	idle := n.rt.RunPod(t, pod(t, "besteffort.yaml")).Container("idle")
+	huge := n.rt.RunPod(t, pod(t, "guaranteed-300cpu.yaml")).Container("app")
+	require.Equal(t, uint64(262144), huge.Spec().CPUShares(), "the kubelet's cap")
+	grant := cpus(t, huge)
+	assert.Equal(t, 300, grant.Size())
+	n.requireWholeCores(t, grant)
+	assert.Equal(t, n.shared(grant).String(), cpus(t, idle).String(), "the shared pool excludes the grant")
+
+	err := n.rt.StartPod(n.rt.NewPod(t, guaranteedPod(t, "second", "300", nil)))
+	require.Error(t, err)
+	for _, want := range []string{"default/second/app", "300 exclusive CPUs requested, 212 free"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	err = n.rt.StartPod(n.rt.NewPod(t, guaranteedPod(t, "too-big", "600", nil)))
+	require.Error(t, err)
+	for _, want := range []string{"default/too-big/app", "600 exclusive CPUs requested", "can never grant more than 512"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.Equal(t, grant.String(), cpus(t, huge).String(), "refusals change nothing")
+	assert.Equal(t, n.shared(grant).String(), cpus(t, idle).String())
+}
+
 func TestSecondRequireIsolatedIsRefused(t *testing.T) {
 	n := startNode(t, "smt-2s-12c-interleaved", nodeOptions{})
 	first := n.rt.RunPod(t, pod(t, "require-isolated.yaml")).Container("rt")

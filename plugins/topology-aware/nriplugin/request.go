@@ -55,8 +55,16 @@ func (b RequestBuilder) Build(pod *api.PodSandbox, ctr *api.Container, res *api.
 		if c.QOSSource == k8s.QOSFromResources {
 			c.QOS = c.Resources.QOSClass()
 		}
+		c.Resources = c.Resources.ForQOS(c.QOS)
 	}
 	var errs []error
+	if c.QOS == k8s.QOSGuaranteed && c.Resources.CPURequestCapped {
+		// Granting the 256 CPUs the shares tell would silently give less.
+		errs = append(errs, &requestError{reason: "invalid-resources", err: fmt.Errorf(
+			"cpu shares %d: a Guaranteed CPU request of %d CPUs or more, where cpu shares stop, and no CFS quota at or above it to read the request from: "+
+				"expected a CPU quota equal to the limit (the kubelet's cpuCFSQuota: true)",
+			res.GetCpu().GetShares().GetValue(), c.Resources.CPURequest/1000)})
+	}
 	prefs, err := ParseAnnotations(c.Annotations)
 	if err != nil {
 		errs = append(errs, &requestError{reason: invalidAnnotationReason, err: err})
@@ -85,7 +93,7 @@ func (b RequestBuilder) Build(pod *api.PodSandbox, ctr *api.Container, res *api.
 	}
 	// The whole pod's sums, which the kubelet gives the sandbox: the pod
 	// scope admits and reserves the pod as a unit from them.
-	podRes := k8s.EstimateResources(pod.GetLinux().GetPodResources())
+	podRes := k8s.EstimateResources(pod.GetLinux().GetPodResources()).ForQOS(c.QOS)
 	req.PodCPURequest = podRes.CPURequest
 	// The Memory Manager accounts only for Guaranteed containers, whose
 	// request equals their limit.

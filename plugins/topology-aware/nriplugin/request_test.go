@@ -69,6 +69,34 @@ func TestBuildRequestForResize(t *testing.T) {
 	assert.Equal(t, k8s.QOSBurstable, got.QOS, "the class comes from the pod's cgroup parent")
 }
 
+// The kubelet caps cpu.shares at 256 CPUs: a Guaranteed request above them
+// is read from the quota (its limit), the container's and its pod's, and one
+// without a quota is refused rather than granted 256 CPUs.
+func TestBuildRequestAbove256CPUs(t *testing.T) {
+	p := newTestPlugin(t, "smt-8s-8n-512c", nil)
+	pod, ctr := nriPod(t, "guaranteed-300cpu.yaml", "app")
+	require.Equal(t, uint64(262144), ctr.GetLinux().GetResources().GetCpu().GetShares().GetValue(), "the kubelet's cap")
+	got, _, err := p.requests.Build(pod, ctr, nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(300000), got.CPURequest)
+	assert.Equal(t, int64(300000), got.PodCPURequest, "the sandbox's sum, capped the same way")
+
+	res := ctr.GetLinux().GetResources()
+	got, _, err = p.requests.Build(pod, ctr, &api.LinuxResources{Cpu: &api.LinuxCPU{
+		Shares: res.GetCpu().GetShares(), Quota: api.Int64(40_000_000), Period: res.GetCpu().GetPeriod(),
+	}, Memory: res.GetMemory()})
+	require.NoError(t, err)
+	assert.Equal(t, int64(400000), got.CPURequest, "a resize above the cap")
+
+	res.Cpu.Quota = nil // the kubelet's cpuCFSQuota: false
+	_, _, err = p.requests.Build(pod, ctr, nil)
+	require.Error(t, err)
+	assert.Equal(t, "invalid-resources", rejectionReason(err))
+	for _, want := range []string{"cpu shares 262144", "256 CPUs or more", "expected a CPU quota"} {
+		assert.Contains(t, err.Error(), want)
+	}
+}
+
 // fakeDevices stands for device-injector's shared records.
 type fakeDevices struct {
 	devices []policy.Device

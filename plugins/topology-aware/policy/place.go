@@ -300,6 +300,10 @@ func (p *Policy) perNode(cpus cpuset.CPUSet) []int {
 // n <= free) the shared pool that must not become empty.
 func (p *Policy) notEnough(req Request, pool PoolKind, n int, free cpuset.CPUSet) error {
 	msg := fmt.Sprintf("%s: %d %s CPUs requested, %d free", name(req), n, pool, free.Size())
+	if capacity := p.capacity(pool); n > capacity {
+		msg += fmt.Sprintf(", and the machine can never grant more than %d (%d CPUs available, %d reserved, %d isolated)",
+			capacity, p.available.Size(), p.reserved.Size(), p.isolated.Size())
+	}
 	if n <= free.Size() {
 		msg = fmt.Sprintf("%s: %d exclusive CPUs requested, %d free in the shared pool (shared pool must keep at least 1 CPU for %d shared containers)",
 			name(req), n, free.Size(), len(p.sharedIDs))
@@ -308,6 +312,18 @@ func (p *Policy) notEnough(req Request, pool PoolKind, n int, free cpuset.CPUSet
 		msg += " (full-pcpus-only: CPUs of partly reserved, isolated or unavailable cores are not counted)"
 	}
 	return fmt.Errorf("%w: %s", ErrInsufficientCPUs, msg)
+}
+
+// capacity is how many CPUs the pool could grant with no grant made.
+func (p *Policy) capacity(pool PoolKind) int {
+	if pool == PoolIsolated {
+		return p.isolated.Size()
+	}
+	all := p.available.Difference(p.reserved).Difference(p.isolated)
+	if p.cfg.FullPCPUsOnly {
+		all = all.Difference(p.broken)
+	}
+	return all.Size()
 }
 
 func (p *Policy) exclusiveReason(req Request, pool PoolKind, cpus cpuset.CPUSet, res *reservation) string {
