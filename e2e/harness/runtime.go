@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,6 +48,8 @@ type Runtime struct {
 	// exclusive CPU grant updates hundreds of them in one call.
 	byID  map[string]*Container
 	clock int64
+	// lostSyncs is how many Synchronize replies are still to be lost.
+	lostSyncs int
 }
 
 // Option configures a Runtime.
@@ -272,8 +275,23 @@ func (rt *Runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error 
 	if err != nil {
 		return err
 	}
+	if rt.lostSyncs > 0 {
+		rt.lostSyncs--
+		return errors.New("harness: the Synchronize reply came after NRI's deadline; none of its updates is applied")
+	}
 	rt.applyUpdatesLocked(updates)
 	return nil
+}
+
+// LoseSyncReplies makes the runtime lose the next n Synchronize replies of
+// external plugins, as when a plugin answers after NRI's deadline: none of
+// their updates is applied and the adaptation drops the plugin, which
+// registers again (the plugin still counts as synchronized once, see
+// Plugin.WaitSynchronized). The plugin cannot tell: it answered.
+func (rt *Runtime) LoseSyncReplies(n int) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.lostSyncs += n
 }
 
 // updateFromPlugin applies updates a plugin asks for outside of any request.
