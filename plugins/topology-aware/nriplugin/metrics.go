@@ -87,7 +87,7 @@ func newMetrics(namespace string) *metrics {
 		}),
 		reapplied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "reapplied_updates_total",
-			Help: "Placements pushed again to containers started after the shared pool changed (an update before the start may be lost), by outcome (applied, failed, error).",
+			Help: "Placements pushed again to containers after their start (an update before the start may be lost, or the runtime shows them elsewhere), by outcome (applied, failed, error).",
 		}, []string{"outcome"}),
 	}
 }

@@ -252,18 +252,44 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 }
 
 // PostStartContainer pushes the container's placement again, once this
-// handler returned, if the shared pool changed since its creation: an
-// update of it before its start may have been lost (see starting.go).
+// handler returned, if an update of it before its start may have been lost
+// (see starting.go), or if the runtime shows it elsewhere: a placement
+// counts as applied only once the runtime shows it.
 func (p *Plugin) PostStartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.starts.started(ctr.GetId()) || p.pol == nil {
+	if p.pol == nil {
 		return nil
 	}
-	if pl, ok := p.pol.Placement(ctr.GetId()); ok && pl.Pool == policy.PoolShared {
-		p.reapply.Queue(ctr.GetId(), k8s.IdentityOf(pod, ctr).Fields())
+	pl, placed := p.pol.Placement(ctr.GetId())
+	why := ""
+	switch {
+	case p.starts.started(ctr.GetId(), pl.Pool == policy.PoolShared):
+		why = "an update before its start may have been lost"
+	case !shows(ctr, pl):
+		why = "the runtime shows it elsewhere"
+	}
+	if placed && why != "" {
+		names := k8s.IdentityOf(pod, ctr).Fields()
+		names["why"] = why
+		p.reapply.Queue(ctr.GetId(), names)
 	}
 	return nil
+}
+
+// shows reports whether the runtime shows the container on its placement,
+// or tells nothing of its cpuset to compare (no CPU resources at all).
+func shows(ctr *api.Container, pl policy.Placement) bool {
+	cpu := ctr.GetLinux().GetResources().GetCpu()
+	if cpu == nil {
+		return true
+	}
+	return showsSet(cpu.GetCpus(), pl.CPUs) && (pl.Mems.IsEmpty() || showsSet(cpu.GetMems(), pl.Mems))
+}
+
+func showsSet(text string, set cpuset.CPUSet) bool {
+	got, err := cpuset.Parse(text)
+	return err == nil && got.Equal(set)
 }
 
 // currentUpdates returns the updates that set the containers to their

@@ -24,11 +24,14 @@ import (
 // leave the first on CPUs the second was granted exclusively.
 //
 // So the plugin notes, at each CreateContainer, how many shared-pool
-// changes it had announced (startTracker); at PostStartContainer (the
+// changes it had announced (startTracker), and at each Synchronize which
+// containers not started yet it sent an update; at PostStartContainer (the
 // container is in the store and running, in containerd and CRI-O alike), a
-// shared container for which one was announced since gets its current
-// placement again through the runner's Updater, from a goroutine: a handler
-// must not call it, the runtime holds its lock while it waits for plugins.
+// shared container for which a change was announced since, a container the
+// Synchronize updated, and any container the runtime shows elsewhere than
+// its placement gets its current placement again through the runner's
+// Updater, from a goroutine: a handler must not call it, the runtime holds
+// its lock while it waits for plugins.
 
 // startTracker is the plugin's bookkeeping of containers answered at
 // CreateContainer and not yet started. It is guarded by the plugin's lock;
@@ -36,27 +39,34 @@ import (
 type startTracker struct {
 	// changes counts the shared-pool changes announced to the runtime.
 	changes uint64
-	// starting maps a container not yet started to changes at its creation.
-	starting map[string]uint64
+	// starting are the containers not yet started.
+	starting map[string]notStartedYet
 }
 
-func newStartTracker() startTracker { return startTracker{starting: map[string]uint64{}} }
+// notStartedYet is what may have been lost of a container's updates before
+// its start.
+type notStartedYet struct {
+	changes uint64 // the tracker's changes at its creation
+	updated bool   // a Synchronize sent it an update of its own
+}
+
+func newStartTracker() startTracker { return startTracker{starting: map[string]notStartedYet{}} }
 
 // announced records that updates of the shared containers were returned.
 func (s *startTracker) announced() { s.changes++ }
 
 // created records a container the plugin placed and the runtime has yet to
 // start.
-func (s *startTracker) created(id string) { s.starting[id] = s.changes }
+func (s *startTracker) created(id string) { s.starting[id] = notStartedYet{changes: s.changes} }
 
-// started forgets a started container and reports whether the shared pool
-// changed (and an update of it may have been lost) since its creation. A
-// container the tracker does not know (created before this process, or
-// started twice) reports false.
-func (s *startTracker) started(id string) bool {
+// started forgets a started container and reports whether an update of it
+// may have been lost since its creation: a Synchronize updated it, or, for
+// a shared container, the shared pool changed. A container the tracker does
+// not know (created before this process, or started twice) reports false.
+func (s *startTracker) started(id string, shared bool) bool {
 	at, known := s.starting[id]
 	delete(s.starting, id)
-	return known && at != s.changes
+	return known && (at.updated || shared && at.changes != s.changes)
 }
 
 // forget drops a container that will not start (stopped or removed).
@@ -65,17 +75,18 @@ func (s *startTracker) forget(id string) { delete(s.starting, id) }
 // resync keeps, after a Synchronize, the containers that are still placed
 // and adds those the runtime reports created but not started: a plugin
 // restarted between their creation and start learns of them only there.
-// Their creation counts as now: the restore's updates reach them.
-func (s *startTracker) resync(placed func(id string) bool, created []string) {
+// Their creation counts as now; updated tells those the Synchronize sent an
+// update, which may be lost as any other.
+func (s *startTracker) resync(placed func(id string) bool, created []string, updated func(id string) bool) {
 	old := s.starting
-	s.starting = make(map[string]uint64, len(old)+len(created))
+	s.starting = make(map[string]notStartedYet, len(old)+len(created))
 	for id := range old {
 		if placed(id) {
-			s.starting[id] = s.changes
+			s.starting[id] = notStartedYet{changes: s.changes, updated: updated(id)}
 		}
 	}
 	for _, id := range created {
-		s.starting[id] = s.changes
+		s.starting[id] = notStartedYet{changes: s.changes, updated: updated(id)}
 	}
 }
 
@@ -187,7 +198,7 @@ func (r *reapplier) push(updates []*api.ContainerUpdate, names map[string]logrus
 	if err != nil {
 		r.count(reapplyError, len(updates))
 		for _, u := range updates {
-			entry(u).WithError(err).Warn("could not re-apply the placement of a container started after the shared pool changed")
+			entry(u).WithError(err).Warn("could not re-apply the placement of a container after its start")
 		}
 		return
 	}
@@ -201,10 +212,10 @@ func (r *reapplier) push(updates []*api.ContainerUpdate, names map[string]logrus
 		switch {
 		case !slices.Contains(failedIDs, id):
 			r.count(reapplyApplied, 1)
-			entry(u).Info("re-applied the placement of a container started after the shared pool changed")
+			entry(u).Info("re-applied the placement of a container after its start")
 		case slices.ContainsFunc(stillPlaced, func(p *api.ContainerUpdate) bool { return p.GetContainerId() == id }):
 			r.count(reapplyFailed, 1)
-			entry(u).Warn("the runtime did not apply the re-applied placement of a container started after the shared pool changed")
+			entry(u).Warn("the runtime did not apply the re-applied placement of a container after its start")
 		default:
 			entry(u).Debug("container removed before its placement was re-applied")
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -19,39 +20,49 @@ import (
 )
 
 func TestStartTracker(t *testing.T) {
+	all := func(string) bool { return true }
+	none := func(string) bool { return false }
 	tests := []struct {
 		name  string
 		steps func(s *startTracker)
 		// started: id -> whether started reports a possibly lost update
 		started map[string]bool
+		// exclusive: the containers are not on the shared pool
+		exclusive bool
 	}{
-		{"nothing announced", func(s *startTracker) { s.created("a") }, map[string]bool{"a": false}},
-		{"announced after creation", func(s *startTracker) { s.created("a"); s.announced() }, map[string]bool{"a": true}},
-		{"announced before creation only", func(s *startTracker) { s.announced(); s.created("a") }, map[string]bool{"a": false}},
-		{"each container its own creation", func(s *startTracker) { s.created("a"); s.announced(); s.created("b") },
-			map[string]bool{"a": true, "b": false}},
-		{"unknown container", func(s *startTracker) { s.announced() }, map[string]bool{"a": false}},
-		{"forgotten container", func(s *startTracker) { s.created("a"); s.announced(); s.forget("a") }, map[string]bool{"a": false}},
-		{"resync keeps placed, adds created, counts from now", func(s *startTracker) {
+		{name: "nothing announced", steps: func(s *startTracker) { s.created("a") }, started: map[string]bool{"a": false}},
+		{name: "announced after creation", steps: func(s *startTracker) { s.created("a"); s.announced() }, started: map[string]bool{"a": true}},
+		{name: "announced after creation, not shared", steps: func(s *startTracker) { s.created("a"); s.announced() },
+			started: map[string]bool{"a": false}, exclusive: true},
+		{name: "announced before creation only", steps: func(s *startTracker) { s.announced(); s.created("a") }, started: map[string]bool{"a": false}},
+		{name: "each container its own creation", steps: func(s *startTracker) { s.created("a"); s.announced(); s.created("b") },
+			started: map[string]bool{"a": true, "b": false}},
+		{name: "unknown container", steps: func(s *startTracker) { s.announced() }, started: map[string]bool{"a": false}},
+		{name: "forgotten container", steps: func(s *startTracker) { s.created("a"); s.announced(); s.forget("a") }, started: map[string]bool{"a": false}},
+		{name: "resync keeps placed, adds created, counts from now", steps: func(s *startTracker) {
 			s.created("placed")
 			s.created("gone")
 			s.announced()
-			s.resync(func(id string) bool { return id != "gone" }, []string{"new"})
+			s.resync(func(id string) bool { return id != "gone" }, []string{"new"}, none)
 			s.announced()
-		}, map[string]bool{"placed": true, "gone": false, "new": true}},
-		{"resync without later changes", func(s *startTracker) {
+		}, started: map[string]bool{"placed": true, "gone": false, "new": true}},
+		{name: "resync without later changes", steps: func(s *startTracker) {
 			s.created("a")
 			s.announced()
-			s.resync(func(string) bool { return true }, nil)
-		}, map[string]bool{"a": false}},
+			s.resync(all, nil, none)
+		}, started: map[string]bool{"a": false}},
+		{name: "resync that updated them, whatever their pool", steps: func(s *startTracker) {
+			s.created("placed")
+			s.resync(all, []string{"new", "other"}, func(id string) bool { return id != "other" })
+		}, started: map[string]bool{"placed": true, "new": true, "other": false}, exclusive: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStartTracker()
 			tc.steps(&s)
 			for id, want := range tc.started {
-				assert.Equal(t, want, s.started(id), "started(%s)", id)
-				assert.False(t, s.started(id), "started(%s) a second time", id)
+				assert.Equal(t, want, s.started(id, !tc.exclusive), "started(%s)", id)
+				assert.False(t, s.started(id, !tc.exclusive), "started(%s) a second time", id)
 			}
 			assert.Empty(t, s.starting, "every container is forgotten once started")
 		})
@@ -96,11 +107,19 @@ func (u *recordingUpdater) pushed(id string) []string {
 	return out
 }
 
-func TestPostStartReappliesPlacementAfterSharedPoolChanged(t *testing.T) {
+// withRecordingUpdater is a synchronized plugin on the 12-CPU fixture, with
+// an Updater that records what the plugin pushes, and its runtime.
+func withRecordingUpdater(t *testing.T) (*recordingUpdater, *testPlugin, *runtimeView) {
+	t.Helper()
 	u := &recordingUpdater{}
 	p := newTestPluginWith(t, "smt-2s-12c-interleaved", nil, t.TempDir(), t.TempDir(), u)
 	v := newRuntimeView()
 	synchronize(t, p.Plugin, v)
+	return u, p, v
+}
+
+func TestPostStartReappliesPlacementAfterSharedPoolChanged(t *testing.T) {
+	u, p, v := withRecordingUpdater(t)
 	ctx := context.Background()
 
 	// web is created and started before the grant: nothing to re-apply.
@@ -122,6 +141,69 @@ func TestPostStartReappliesPlacementAfterSharedPoolChanged(t *testing.T) {
 	assert.Empty(t, u.pushed(web), "web started before the change")
 	assert.Empty(t, u.pushed(app), "app is not on the shared pool")
 	assert.InDelta(t, 1, counterValue(t, p.metrics.reapplied.WithLabelValues(reapplyApplied)), 0)
+}
+
+// A placement counts as applied once the runtime shows it: a container that
+// starts elsewhere (its CreateContainer reply never reached the runtime,
+// which created it without the plugin's cpuset) gets it again; one that
+// starts on it gets nothing.
+func TestPostStartReappliesWhatTheRuntimeDoesNotShow(t *testing.T) {
+	u, p, v := withRecordingUpdater(t)
+	ctx := context.Background()
+
+	shown, err := v.create(t, p.Plugin, "guaranteed-4cpu.yaml", "app")
+	require.NoError(t, err)
+	pod, lost := nriPod(t, "guaranteed-2cpu.yaml", "app")
+	adjust, _, err := p.CreateContainer(ctx, pod, lost)
+	require.NoError(t, err)
+	require.NoError(t, p.PostStartContainer(ctx, v.pods[v.ctrs[shown].GetPodSandboxId()], v.ctrs[shown]))
+	require.Empty(t, lost.GetLinux().GetResources().GetCpu().GetCpus(), "the runtime never got the adjustment")
+	require.NoError(t, p.PostStartContainer(ctx, pod, lost))
+
+	want := adjust.GetLinux().GetResources().GetCpu().GetCpus()
+	require.Eventually(t, func() bool { return len(u.pushed(lost.GetId())) > 0 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []string{want}, u.pushed(lost.GetId()))
+	assert.Empty(t, u.pushed(shown), "it runs where it was placed")
+}
+
+// A Synchronize's update of a container created but not started may be
+// lost before its start as any other (containerd applies it to the spec
+// only, once the task exists): it is pushed again after the start, whatever
+// the pool, even though the runtime's spec shows it.
+func TestPostStartReappliesWhatASynchronizeSentBeforeTheStart(t *testing.T) {
+	u := &recordingUpdater{}
+	p := newTestPluginWith(t, "smt-2s-12c-interleaved", nil, t.TempDir(), t.TempDir(), u)
+	v := newRuntimeView()
+	pod, ctr := nriPod(t, "guaranteed-2cpu.yaml", "app")
+	ctr.State = api.ContainerState_CONTAINER_CREATED // created while the plugin was down
+	v.pods[pod.GetId()], v.ctrs[ctr.GetId()] = pod, ctr
+	synchronize(t, p.Plugin, v)
+	grant := v.cpus(t, ctr.GetId())
+	require.Equal(t, 2, grant.Size(), "the Synchronize placed it")
+
+	require.NoError(t, p.PostStartContainer(context.Background(), pod, ctr))
+	require.Eventually(t, func() bool { return len(u.pushed(ctr.GetId())) > 0 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []string{grant.String()}, u.pushed(ctr.GetId()))
+}
+
+// A Synchronize that ran past the runtime's deadline says so: its reply is
+// lost, and the next one sends again.
+func TestSynchronizePastTheDeadlineIsLogged(t *testing.T) {
+	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
+	logs := logtest.NewLocal(p.log.Logger)
+	logged := func(msg string) bool {
+		return slices.ContainsFunc(logs.AllEntries(), func(e *logrus.Entry) bool { return e.Message == msg })
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now())
+	defer cancel()
+	_, err := p.Synchronize(ctx, nil, nil)
+	require.NoError(t, err, "the plugin cannot tell the runtime anything more")
+	const warning = "synchronize ran past the runtime's deadline: the runtime drops this reply, and the next synchronize sends again what it does not show"
+	assert.True(t, logged(warning))
+	logs.Reset()
+	_, err = p.Synchronize(context.Background(), nil, nil)
+	require.NoError(t, err)
+	assert.False(t, logged(warning), "not in time")
 }
 
 func TestCurrentUpdatesLeaveOutRemovedContainers(t *testing.T) {

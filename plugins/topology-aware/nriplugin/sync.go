@@ -21,7 +21,12 @@ import (
 // containers as they actually run, moving none that is consistent. It
 // returns the updates the restore needs, and returns only once the
 // checkpoint holds the rebuilt state.
-func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+//
+// Nothing the plugin sent before counts as applied: every container the
+// runtime reports elsewhere than its placement (on no cpuset at all, say:
+// created without the plugin, or its update lost with a reply that came
+// after NRI's deadline) is updated again.
+func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	updates, err := p.synchronize(pods, ctrs)
 	if err != nil {
 		return nil, err
@@ -33,6 +38,10 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 		return updates, nil
 	}
 	p.retireMoved()
+	if ctx.Err() != nil {
+		p.log.WithError(context.Cause(ctx)).WithField("updates", len(updates)).
+			Warn("synchronize ran past the runtime's deadline: the runtime drops this reply, and the next synchronize sends again what it does not show")
+	}
 	return updates, nil
 }
 
@@ -72,7 +81,12 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 	p.metrics.observe(opRestore, start)
 	p.pol = pol
 	clear(p.pending)
-	p.starts.resync(func(id string) bool { _, ok := pol.Placement(id); return ok }, notStarted(ctrs))
+	resent := make(map[string]bool, len(report.Updates))
+	for _, pl := range report.Updates {
+		resent[pl.ContainerID] = true
+	}
+	p.starts.resync(func(id string) bool { _, ok := pol.Placement(id); return ok }, notStarted(ctrs),
+		func(id string) bool { return resent[id] })
 	p.persist.Changed()
 	p.logRestore(report, saved, running, source)
 

@@ -315,12 +315,12 @@ func TestRestoreConflicts(t *testing.T) {
 	saved := p.Snapshot()
 	fresh := newPolicy(t, inter, Config{})
 	report := fresh.Restore(saved, []Running{
-		{Request: guaranteed("a", 2000, 0), CPUs: a.CPUs},
+		{Request: guaranteed("a", 2000, 0), CPUs: a.CPUs, Mems: a.Mems},
 		// Unknown to the checkpoint, claims a's CPUs: loses to the checkpoint.
-		{Request: guaranteed("b", 2000, 0), CPUs: a.CPUs},
+		{Request: guaranteed("b", 2000, 0), CPUs: a.CPUs, Mems: a.Mems},
 		// Unknown, on free CPUs: adopted where it runs.
-		{Request: guaranteed("c", 1000, 0), CPUs: cpuset.New(3)},
-		{Request: burstable("d", 100), CPUs: inter.CPUs()},
+		{Request: guaranteed("c", 1000, 0), CPUs: cpuset.New(3), Mems: cpuset.New(1)},
+		{Request: burstable("d", 100), CPUs: inter.CPUs(), Mems: cpuset.New(0, 1)},
 	})
 	assert.Equal(t, []string{"a"}, report.Kept)
 	assert.Equal(t, []string{"c", "d"}, report.Adopted)

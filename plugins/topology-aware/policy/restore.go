@@ -133,7 +133,7 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 		if !tracked {
 			continue
 		}
-		if replaced[r.Request.ContainerID] || differs(r.CPUs, e.pl.CPUs, e.pl.Pool) || differs(r.Mems, e.pl.Mems, e.pl.Pool) {
+		if replaced[r.Request.ContainerID] || differs(r.CPUs, e.pl.CPUs) || differs(r.Mems, e.pl.Mems) {
 			report.Updates = append(report.Updates, clonePlacement(e.pl))
 		}
 	}
@@ -157,14 +157,14 @@ func (p *Policy) forgetClosedPods() {
 	}
 }
 
-// differs reports whether a container must be updated: what it runs on is
-// known and not its placement, or unknown and it shares a pool that may have
-// changed.
-func differs(actual, placed cpuset.CPUSet, pool PoolKind) bool {
-	if actual.IsEmpty() {
-		return pool == PoolShared || pool == PoolReserved
-	}
-	return !actual.Equal(placed)
+// differs reports whether a container must be updated: the runtime does not
+// show it on its placement. An empty cpuset is no exception: it is what a
+// container created without the plugin has, or one whose update never
+// reached the runtime (a reply after NRI's deadline), and it runs on every
+// CPU. A placement is applied once the runtime shows it, never because the
+// checkpoint says so.
+func differs(actual, placed cpuset.CPUSet) bool {
+	return !placed.IsEmpty() && !actual.Equal(placed)
 }
 
 // cmpRank orders grants before shared containers, then by container id.

@@ -1,0 +1,91 @@
+package main_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/e2e/harness"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+)
+
+// savedPlacements returns the placements in the checkpoint in stateDir, by
+// container id.
+func savedPlacements(t *testing.T, stateDir string) map[string]policy.Placement {
+	t.Helper()
+	out := map[string]policy.Placement{}
+	saved, _ := loadCheckpoint(t, stateDir)
+	for _, c := range saved.Containers {
+		out[c.Placement.ContainerID] = c.Placement
+	}
+	return out
+}
+
+// requireConsistent checks what must hold once the plugin has synchronized
+// (the checkpoint is written before Synchronize returns): the checkpoint
+// holds every container exactly as the runtime runs it, and, as the runtime
+// runs them, exclusive grants are disjoint and shared containers run on the
+// CPUs no grant holds.
+func (n *node) requireConsistent(t *testing.T, ctrs []*harness.Container) {
+	t.Helper()
+	saved := savedPlacements(t, n.stateDir)
+	require.Len(t, saved, len(ctrs), "the checkpoint holds the live containers")
+	var granted cpuset.CPUSet
+	var shared []*harness.Container
+	for _, c := range ctrs {
+		pl, ok := saved[c.ID()]
+		require.True(t, ok, "%s/%s is in the checkpoint", c.Pod.Name(), c.Name())
+		assert.Equal(t, pl.CPUs.String(), c.Spec().CPUs(), "%s/%s: the checkpoint's cpus are the runtime's", c.Pod.Name(), c.Name())
+		assert.Equal(t, pl.Mems.String(), c.Spec().Mems(), "%s/%s: the checkpoint's mems are the runtime's", c.Pod.Name(), c.Name())
+		switch pl.Pool {
+		case policy.PoolExclusive, policy.PoolIsolated:
+			set := cpus(t, c)
+			require.True(t, granted.Intersection(set).IsEmpty(), "%s/%s: grant %s overlaps another", c.Pod.Name(), c.Name(), set)
+			granted = granted.Union(set)
+		case policy.PoolShared:
+			shared = append(shared, c)
+		}
+	}
+	for _, c := range shared {
+		assert.Equal(t, n.shared(granted).String(), c.Spec().CPUs(), "%s/%s runs on the shared pool, without the grants", c.Pod.Name(), c.Name())
+	}
+}
+
+// TestLostSynchronizeReplyIsSentAgain: a container created while the plugin
+// was down gets its grant in the Synchronize at the plugin's start, which
+// is also checkpointed; the reply never reaches the runtime (it came after
+// NRI's deadline). The next Synchronize, of the same process or of a new
+// one reading the checkpoint, sends the grant again: a checkpointed
+// placement is not one the runtime applied.
+func TestLostSynchronizeReplyIsSentAgain(t *testing.T) {
+	for _, next := range []string{"the same process reconnects", "a new process restores the checkpoint"} {
+		t.Run(next, func(t *testing.T) {
+			n := startNode(t, "smt-2s-12c-interleaved", nodeOptions{})
+			idle := n.rt.RunPod(t, pod(t, "besteffort.yaml")).Container("idle")
+			n.plugin.Kill(t)
+			app := n.rt.RunPod(t, pod(t, "guaranteed-2cpu.yaml")).Container("app")
+			require.Empty(t, app.Spec().CPUs(), "created while the plugin was down: on every CPU")
+
+			n.rt.LoseSyncReplies(1)
+			n.plugin.Restart(t)
+			grant := savedPlacements(t, n.stateDir)[app.ID()]
+			require.Equal(t, policy.PoolExclusive, grant.Pool, "the plugin placed it and checkpointed that")
+			require.Equal(t, 2, grant.CPUs.Size())
+			require.Empty(t, app.Spec().CPUs(), "the runtime never got the update")
+
+			if next == "the same process reconnects" {
+				n.plugin.WaitSynchronized(t)
+			} else {
+				n.rt.Stop() // so that the plugin cannot reconnect before it is killed
+				n.plugin.Kill(t)
+				n.rt.Start(t)
+				n.plugin.Restart(t)
+			}
+			assert.Equal(t, grant.CPUs.String(), app.Spec().CPUs(), "the grant is sent again")
+			assert.Equal(t, grant.Mems.String(), app.Spec().Mems())
+			n.requireConsistent(t, []*harness.Container{idle, app})
+		})
+	}
+}
