@@ -56,6 +56,11 @@ type PlacementRecord struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 	// Reason says why this pool and these CPUs.
 	Reason string `json:"reason"`
+	// Unplaced is set when the container could not be placed as its request
+	// asks (after a restart: too few CPUs or memory left) and is confined to
+	// the shared pool instead; Reason says why. Added within version 2: a
+	// reader older than the field refuses only such records.
+	Unplaced bool `json:"unplaced,omitempty"`
 }
 
 // PoolRecord is a pool whose cpusets its containers share, keyed by

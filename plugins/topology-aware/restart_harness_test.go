@@ -1,11 +1,15 @@
 package main_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
@@ -88,4 +92,66 @@ func TestLostSynchronizeReplyIsSentAgain(t *testing.T) {
 			n.requireConsistent(t, []*harness.Container{idle, app})
 		})
 	}
+}
+
+// TestUnplaceableContainersAreConfined: four 2-CPU Guaranteed pods created
+// while the plugin was down, on the 12-CPU node where a 4-CPU grant and a
+// shared container run: two fit. The two others are confined to the shared
+// pool instead of running on every CPU over the grants, published as
+// unplaced (record, metric, log line), and placed at a later Synchronize
+// once CPUs are free.
+func TestUnplaceableContainersAreConfined(t *testing.T) {
+	n := startNode(t, "smt-2s-12c-interleaved", nodeOptions{})
+	ctrs := []*harness.Container{
+		n.rt.RunPod(t, pod(t, "besteffort.yaml")).Container("idle"),
+		n.rt.RunPod(t, pod(t, "guaranteed-4cpu.yaml")).Container("app"),
+	}
+	n.plugin.Kill(t)
+	var late []*harness.Pod
+	for _, name := range []string{"p0", "p1", "p2", "p3"} {
+		p := n.rt.RunPod(t, guaranteedPod(t, name, "2", nil))
+		require.Empty(t, p.Container("app").Spec().CPUs(), "created while the plugin was down: on every CPU")
+		late = append(late, p)
+		ctrs = append(ctrs, p.Container("app"))
+	}
+	n.plugin.Restart(t)
+	n.requireConsistent(t, ctrs)
+
+	recs, err := state.PlacementRecords(n.rt.SharedDir())
+	require.NoError(t, err)
+	saved := savedPlacements(t, n.stateDir)
+	var placed, unplaced []*harness.Pod
+	for _, p := range late {
+		pl := saved[p.Container("app").ID()]
+		if !pl.Unplaced {
+			require.Equal(t, policy.PoolExclusive, pl.Pool)
+			placed = append(placed, p)
+			continue
+		}
+		unplaced = append(unplaced, p)
+		assert.Equal(t, policy.PoolShared, pl.Pool)
+		require.Eventually(t, func() bool {
+			rec, found, err := recs.Read(p.Container("app").ID())
+			return err == nil && found && rec.Unplaced && rec.Pool == "shared" && rec.PoolRecord == state.SharedPoolRecord
+		}, 10*time.Second, 10*time.Millisecond, "%s is published as unplaced", p.Name())
+	}
+	require.Len(t, placed, 2)
+	require.Len(t, unplaced, 2)
+	assert.Contains(t, n.scrape(t), "nri_suite_topology_aware_unplaced_containers 2")
+	assert.Equal(t, 2, strings.Count(n.plugin.Log(), "could not place container after a restart; confined to the shared pool and published as unplaced"))
+
+	n.rt.RemovePod(t, placed[0])
+	ctrs = slices.DeleteFunc(ctrs, func(c *harness.Container) bool { return c.Pod == placed[0] })
+	n.rt.Restart(t)
+	n.plugin.WaitSynchronized(t)
+	n.requireConsistent(t, ctrs)
+	saved = savedPlacements(t, n.stateDir)
+	var still int
+	for _, p := range unplaced {
+		if saved[p.Container("app").ID()].Unplaced {
+			still++
+		}
+	}
+	assert.Equal(t, 1, still, "the freed CPUs place one of them")
+	assert.Contains(t, n.scrape(t), "nri_suite_topology_aware_unplaced_containers 1")
 }

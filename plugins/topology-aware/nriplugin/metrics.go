@@ -117,7 +117,7 @@ type usageCollector struct {
 
 	capacityCPUs, grantedCPUs, freeCPUs, nodeContainers *prometheus.Desc
 	memCapacity, memGranted, memFree                    *prometheus.Desc
-	containers                                          *prometheus.Desc
+	containers, unplaced                                *prometheus.Desc
 }
 
 func newUsageCollector(namespace string, read func() ([]policy.NodeUsage, []policy.Placement, bool)) *usageCollector {
@@ -135,13 +135,14 @@ func newUsageCollector(namespace string, read func() ([]policy.NodeUsage, []poli
 		memGranted:     desc("memory_granted_bytes", "Memory granted to Guaranteed containers on the NUMA node.", []string{"node"}),
 		memFree:        desc("memory_free_bytes", "Memory not granted on the NUMA node.", []string{"node"}),
 		containers:     desc("containers", "Containers placed, by pool.", []string{"pool"}),
+		unplaced:       desc("unplaced_containers", "Containers that could not be placed as they ask after a restart, confined to the shared pool.", nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *usageCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.capacityCPUs, c.grantedCPUs, c.freeCPUs, c.nodeContainers,
-		c.memCapacity, c.memGranted, c.memFree, c.containers} {
+		c.memCapacity, c.memGranted, c.memFree, c.containers, c.unplaced} {
 		ch <- d
 	}
 }
@@ -173,10 +174,15 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	perPool := map[policy.PoolKind]int{
 		policy.PoolShared: 0, policy.PoolReserved: 0, policy.PoolExclusive: 0, policy.PoolIsolated: 0,
 	}
+	unplaced := 0
 	for _, pl := range placements {
 		perPool[pl.Pool]++
+		if pl.Unplaced {
+			unplaced++
+		}
 	}
 	for pool, n := range perPool {
 		gauge(c.containers, float64(n), string(pool))
 	}
+	gauge(c.unplaced, float64(unplaced))
 }

@@ -22,6 +22,7 @@ func newPlacementRecord(req policy.Request, pl policy.Placement) state.Placement
 		NUMANodes:     slices.Clone(pl.NUMANodes),
 		MemoryBytes:   pl.Memory,
 		Reason:        pl.Reason,
+		Unplaced:      pl.Unplaced,
 	}
 	if pl.Pool == policy.PoolShared {
 		rec.PoolRecord = state.SharedPoolRecord

@@ -195,8 +195,20 @@ func (p *Plugin) logRestore(report policy.RestoreReport, saved policy.Snapshot, 
 	for _, id := range report.Adopted {
 		entry(id).WithFields(placed(id)).Info("adopted container where it runs")
 	}
+	unplaced := 0
 	for _, pl := range report.Replaced {
-		entry(pl.ContainerID).WithFields(placementFields(pl)).Info("replaced container's placement")
+		log := entry(pl.ContainerID).WithFields(placementFields(pl))
+		switch {
+		case !pl.Unplaced:
+			log.Info("replaced container's placement")
+		case pl.CPUs.IsEmpty():
+			unplaced++
+			log.Error("could not place container after a restart, nor confine it: every CPU is granted exclusively")
+		default:
+			// The record is what a cluster agent will make an Event of.
+			unplaced++
+			log.Warn("could not place container after a restart; confined to the shared pool and published as unplaced")
+		}
 	}
 	for _, id := range report.Dropped {
 		entry(id).Info("dropped placement of a container that no longer runs")
@@ -207,7 +219,7 @@ func (p *Plugin) logRestore(report policy.RestoreReport, saved policy.Snapshot, 
 	}
 	p.log.WithFields(logrus.Fields{
 		"source": source, "containers": len(running), "kept": len(report.Kept), "adopted": len(report.Adopted),
-		"replaced": len(report.Replaced), "dropped": len(report.Dropped), "updates": len(report.Updates),
+		"replaced": len(report.Replaced) - unplaced, "unplaced": unplaced, "dropped": len(report.Dropped), "updates": len(report.Updates),
 		"pods_kept": len(saved.Pods) - len(report.DroppedPods),
 	}).Info("restored placements")
 }

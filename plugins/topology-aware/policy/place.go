@@ -176,7 +176,7 @@ func (p *Policy) placeExclusive(req Request, pool PoolKind, n int, free, keep cp
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInsufficientCPUs, name(req), err)
 	}
-	if pool == PoolExclusive && len(p.sharedIDs) > 0 {
+	if pool == PoolExclusive && p.sharedUsers() > 0 {
 		taken := p.exclusive.Union(cpus)
 		if fresh != nil {
 			taken = taken.Union(fresh.cpus)
@@ -306,7 +306,7 @@ func (p *Policy) notEnough(req Request, pool PoolKind, n int, free cpuset.CPUSet
 	}
 	if n <= free.Size() {
 		msg = fmt.Sprintf("%s: %d exclusive CPUs requested, %d free in the shared pool (shared pool must keep at least 1 CPU for %d shared containers)",
-			name(req), n, free.Size(), len(p.sharedIDs))
+			name(req), n, free.Size(), p.sharedUsers())
 	}
 	if p.cfg.FullPCPUsOnly {
 		msg += " (full-pcpus-only: CPUs of partly reserved, isolated or unavailable cores are not counted)"

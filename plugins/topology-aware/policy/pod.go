@@ -129,9 +129,9 @@ func (p *Policy) reservePod(req Request, mem map[memoryResource]uint64, free cpu
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInsufficientCPUs, who, err)
 	}
-	if len(p.sharedIDs) > 0 && p.sharedPool(p.exclusive.Union(cpus)).IsEmpty() {
+	if p.sharedUsers() > 0 && p.sharedPool(p.exclusive.Union(cpus)).IsEmpty() {
 		return nil, fmt.Errorf("%w: %s: %d exclusive CPUs free, and the shared pool must keep at least 1 CPU for %d shared containers",
-			ErrInsufficientCPUs, who, free.Size(), len(p.sharedIDs))
+			ErrInsufficientCPUs, who, free.Size(), p.sharedUsers())
 	}
 	r := &reservation{affinity: affinity, cpus: cpus, memUsed: map[memoryResource]uint64{}}
 	if len(podMem) > 0 {

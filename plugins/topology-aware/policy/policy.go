@@ -47,6 +47,10 @@ type Policy struct {
 	containers   map[string]*entry
 	sharedIDs    []string // the shared containers, sorted
 	pods         map[string]*podState
+	// restoring is how many containers a Restore has yet to place anew:
+	// those it cannot place go on the shared pool, which a grant must then
+	// not empty, as for shared containers.
+	restoring int
 }
 
 // New validates cfg against t and returns a Policy with no containers.
@@ -205,6 +209,9 @@ func (p *Policy) initNUMA() error {
 	}
 	return nil
 }
+
+// sharedUsers is how many containers need the shared pool not to be empty.
+func (p *Policy) sharedUsers() int { return len(p.sharedIDs) + p.restoring }
 
 // sharedPool is what is left for shared containers given the exclusive grants.
 func (p *Policy) sharedPool(exclusive cpuset.CPUSet) cpuset.CPUSet {

@@ -115,11 +115,13 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 		}
 	}
 	replaced := map[string]bool{}
-	for _, r := range anew {
+	for i, r := range anew {
+		p.restoring = len(anew) - i - 1
 		pl := p.placeAnew(r.Request, reasons[r.Request.ContainerID])
 		report.Replaced = append(report.Replaced, pl)
 		replaced[r.Request.ContainerID] = true
 	}
+	p.restoring = 0
 	for _, s := range saved.Containers {
 		if !isRunning[s.Placement.ContainerID] {
 			report.Dropped = append(report.Dropped, s.Placement.ContainerID)
@@ -376,15 +378,31 @@ func (p *Policy) checkMemory(req Request, group numaMask, held []NodeMemory) err
 }
 
 // placeAnew places a container that could not be kept or adopted. When even
-// that fails it stays out of the state, reported with the reason.
+// that fails it is confined.
 func (p *Policy) placeAnew(req Request, why string) Placement {
 	e, err := p.place(req, cpuset.CPUSet{})
 	if err != nil {
-		return Placement{ContainerID: req.ContainerID, PodUID: req.PodUID,
-			Reason: fmt.Sprintf("not restored (%s) and cannot be placed: %v", why, err)}
+		return p.confine(req, fmt.Sprintf("not restored (%s) and cannot be placed: %v", why, err))
 	}
 	p.assign(e)
 	pl := clonePlacement(e.pl)
 	pl.Reason = fmt.Sprintf("placed anew after a restart (%s): %s", why, e.pl.Reason)
 	return pl
+}
+
+// confine puts a running container that cannot be placed on the shared pool,
+// marked unplaced: left where it runs (on every CPU, when it was created
+// without the plugin) it would run on other containers' exclusive CPUs. It
+// then follows the shared pool as the shared containers do. Only when every
+// CPU is granted (no shared pool) does it stay out of the state, reported
+// unplaced with no CPUs.
+func (p *Policy) confine(req Request, why string) Placement {
+	if p.shared.IsEmpty() {
+		return Placement{ContainerID: req.ContainerID, PodUID: req.PodUID, Pool: PoolShared, Unplaced: true,
+			Reason: why + "; cannot be confined either: exclusive grants hold every CPU of the shared pool"}
+	}
+	e := p.newEntry(req, PoolShared, p.shared, 0, why+"; confined to the shared pool")
+	e.pl.Unplaced = true
+	p.assign(e)
+	return clonePlacement(e.pl)
 }

@@ -60,3 +60,110 @@ func TestRestoreResendsWhatTheRuntimeDoesNotShow(t *testing.T) {
 		})
 	}
 }
+
+// Containers that can be neither kept, adopted nor placed at a restore (four
+// 2-CPU Guaranteed containers created while the plugin was down, on a node
+// where two fit) are confined to the shared pool, marked unplaced, and
+// updated there; a later restore places them when CPUs are free again.
+func TestRestoreConfinesWhatCannotBePlaced(t *testing.T) {
+	inter := fixture(t, "smt-2s-12c-interleaved")
+	before := newPolicy(t, inter, Config{})
+	_, _, err := before.Allocate(burstable("idle", 100))
+	require.NoError(t, err)
+	big, _, err := before.Allocate(guaranteed("big", 4000, gib))
+	require.NoError(t, err)
+	idle, _ := before.Placement("idle")
+	running := []Running{
+		{Request: burstable("idle", 100), CPUs: idle.CPUs, Mems: idle.Mems},
+		{Request: guaranteed("big", 4000, gib), CPUs: big.CPUs, Mems: big.Mems},
+	}
+	for _, id := range []string{"p0", "p1", "p2", "p3"} { // on no cpuset: every CPU
+		running = append(running, Running{Request: guaranteed(id, 2000, gib)})
+	}
+
+	p := newPolicy(t, inter, Config{})
+	report := p.Restore(before.Snapshot(), running)
+	require.NoError(t, p.Check())
+	var placed, unplaced []string
+	grants := big.CPUs
+	for _, pl := range report.Replaced {
+		now, ok := p.Placement(pl.ContainerID)
+		require.True(t, ok, "%s is in the state", pl.ContainerID)
+		assert.Equal(t, now.Unplaced, pl.Unplaced)
+		if !pl.Unplaced {
+			placed = append(placed, pl.ContainerID)
+			assert.True(t, grants.Intersection(pl.CPUs).IsEmpty(), "%s's grant %s overlaps another", pl.ContainerID, pl.CPUs)
+			grants = grants.Union(pl.CPUs)
+			continue
+		}
+		unplaced = append(unplaced, pl.ContainerID)
+		assert.Equal(t, PoolShared, pl.Pool)
+		assert.Equal(t, p.SharedCPUs(), pl.CPUs, "%s is confined to the shared pool", pl.ContainerID)
+		assert.Contains(t, pl.Reason, "cannot be placed: insufficient CPUs")
+		assert.Contains(t, pl.Reason, "confined to the shared pool")
+	}
+	assert.Equal(t, []string{"p0", "p1"}, placed)
+	assert.Equal(t, []string{"p2", "p3"}, unplaced)
+	assert.True(t, p.SharedCPUs().Intersection(grants).IsEmpty())
+	var updated []string
+	for _, u := range report.Updates {
+		updated = append(updated, u.ContainerID)
+	}
+	assert.ElementsMatch(t, []string{"idle", "p0", "p1", "p2", "p3"}, updated, "all of them run elsewhere than placed")
+
+	// p0 goes; at the next restore p2 gets its grant, p3 stays confined.
+	p.Release("p0")
+	var now []Running
+	for _, r := range running {
+		if pl, ok := p.Placement(r.Request.ContainerID); ok {
+			now = append(now, Running{Request: r.Request, CPUs: pl.CPUs, Mems: pl.Mems})
+		}
+	}
+	report = p.Restore(p.Snapshot(), now)
+	require.NoError(t, p.Check())
+	p2, _ := p.Placement("p2")
+	p3, _ := p.Placement("p3")
+	assert.Equal(t, PoolExclusive, p2.Pool)
+	assert.False(t, p2.Unplaced)
+	assert.True(t, p3.Unplaced)
+	assert.Equal(t, p.SharedCPUs(), p3.CPUs)
+}
+
+// A restore does not let a grant made anew take the last shared CPU while
+// other containers wait to be placed: those that fail go there.
+func TestRestoreKeepsASharedPoolForWhatItCannotPlace(t *testing.T) {
+	small := fixture(t, "smt-1s-8c")
+	before := newPolicy(t, small, Config{})
+	held, _, err := before.Allocate(guaranteed("held", 6000, gib))
+	require.NoError(t, err)
+	running := []Running{
+		{Request: guaranteed("held", 6000, gib), CPUs: held.CPUs, Mems: held.Mems},
+		{Request: guaranteed("a", 2000, gib)},
+		{Request: guaranteed("b", 2000, gib)},
+	}
+	p := newPolicy(t, small, Config{})
+	report := p.Restore(before.Snapshot(), running)
+	require.NoError(t, p.Check())
+	require.Len(t, report.Replaced, 2)
+	for _, pl := range report.Replaced {
+		assert.True(t, pl.Unplaced, "%s: one grant would leave the other on no CPU", pl.ContainerID)
+		assert.Equal(t, small.CPUs().Difference(held.CPUs), pl.CPUs)
+	}
+
+	// With every CPU held, what cannot be placed cannot be confined.
+	before = newPolicy(t, small, Config{})
+	held, _, err = before.Allocate(guaranteed("held", 8000, gib))
+	require.NoError(t, err)
+	p = newPolicy(t, small, Config{})
+	report = p.Restore(before.Snapshot(), []Running{
+		{Request: guaranteed("held", 8000, gib), CPUs: held.CPUs, Mems: held.Mems},
+		{Request: guaranteed("a", 2000, gib)},
+	})
+	require.NoError(t, p.Check())
+	require.Len(t, report.Replaced, 1)
+	assert.True(t, report.Replaced[0].Unplaced)
+	assert.True(t, report.Replaced[0].CPUs.IsEmpty())
+	assert.Contains(t, report.Replaced[0].Reason, "cannot be confined either")
+	_, inState := p.Placement("a")
+	assert.False(t, inState)
+}

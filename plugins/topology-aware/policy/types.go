@@ -110,6 +110,10 @@ type Placement struct {
 	Memory      int64            `json:"memory,omitempty"`    // bytes accounted on Mems (exclusive Guaranteed only)
 	HugePages   map[uint64]int64 `json:"hugePages,omitempty"` // page size in bytes -> bytes accounted on Mems
 	Reason      string           `json:"reason"`              // one human-readable line: why this pool and these CPUs
+	// Unplaced: at a restore the container could be neither kept, adopted
+	// nor placed as its request asks; it is confined to the shared pool
+	// (Pool shared) until a resize or a later restore places it.
+	Unplaced bool `json:"unplaced,omitempty"`
 }
 
 // Running is a container observed at Synchronize: its request and what it actually has.
@@ -123,7 +127,7 @@ type Running struct {
 type RestoreReport struct {
 	Kept     []string    // container ids restored from the checkpoint where they run
 	Adopted  []string    // unknown to the checkpoint, adopted where they run
-	Replaced []Placement // could not be kept or adopted consistently: placed anew (deterministically), with Reason
+	Replaced []Placement // could not be kept or adopted consistently: placed anew (deterministically), with Reason; Unplaced if even that failed
 	Dropped  []string    // in the checkpoint but not running any more
 	Updates  []Placement // placements to apply to running containers (Replaced + shared ones whose pool changed)
 	// DroppedPods are pod-scope reservations that could not be restored
