@@ -155,3 +155,31 @@ func TestUnplaceableContainersAreConfined(t *testing.T) {
 	assert.Equal(t, 1, still, "the freed CPUs place one of them")
 	assert.Contains(t, n.scrape(t), "nri_suite_topology_aware_unplaced_containers 1")
 }
+
+// TestSynchronizeUpdateLostBeforeStartIsReapplied: a container created, not
+// started, while the plugin was down gets its grant in the plugin's first
+// Synchronize, which the runtime loses as containerd can before a start; the
+// plugin pushes it again once the container started.
+func TestSynchronizeUpdateLostBeforeStartIsReapplied(t *testing.T) {
+	n := startNode(t, "smt-2s-12c-interleaved", nodeOptions{
+		runtime: []harness.Option{harness.WithDroppedUpdatesUntilStart()},
+	})
+	idle := n.rt.RunPod(t, pod(t, "besteffort.yaml")).Container("idle")
+	n.plugin.Kill(t)
+	p := n.rt.NewPod(t, pod(t, "guaranteed-2cpu.yaml"))
+	require.NoError(t, n.rt.RunPodSandbox(p))
+	app := p.Container("app")
+	require.NoError(t, n.rt.CreateContainer(app))
+
+	n.plugin.Restart(t)
+	require.Positive(t, app.DroppedUpdates(), "the runtime lost the Synchronize's update of the created container")
+	require.Empty(t, app.Spec().CPUs())
+	grant := savedPlacements(t, n.stateDir)[app.ID()]
+	require.Equal(t, policy.PoolExclusive, grant.Pool)
+
+	require.NoError(t, n.rt.StartContainer(app))
+	require.Eventually(t, func() bool { return app.Spec().CPUs() == grant.CPUs.String() }, 10*time.Second, 10*time.Millisecond,
+		"the grant %s is pushed again after the start", grant.CPUs)
+	n.requireConsistent(t, []*harness.Container{idle, app})
+	assert.Contains(t, n.plugin.Log(), "an update before its start may have been lost")
+}
