@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
 )
 
@@ -224,8 +225,8 @@ func (p PolicyFile) policy() (Policy, error) {
 	}
 	out := Policy{Default: def, Namespaces: make(map[string]Rule, len(p.Namespaces))}
 	for ns, rf := range p.Namespaces {
-		if strings.TrimSpace(ns) == "" {
-			return Policy{}, fmt.Errorf("policy.namespaces: empty namespace name: expected names such as ml-team")
+		if err := k8s.CheckNamespace("policy.namespaces", ns); err != nil {
+			return Policy{}, err
 		}
 		// Keys a namespace's rule leaves out are those of policy.default.
 		r, err := rf.rule("policy.namespaces."+ns, def)

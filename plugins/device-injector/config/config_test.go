@@ -3,11 +3,14 @@ package config
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
 )
 
 func TestParse(t *testing.T) {
@@ -70,7 +73,12 @@ policy:
 		{name: "cdi pattern without class", data: "policy:\n  default:\n    cdi: [\"*\"]\n", wantErr: []string{"policy.default.cdi", `"*"`, "vendor/class"}},
 		{name: "cdi pattern with device name", data: "policy:\n  default:\n    cdi: [\"a.com/b=c\"]\n", wantErr: []string{"vendor/class"}},
 		{name: "relative device path", data: "policy:\n  namespaces:\n    ml:\n      device-paths: [dev/fuse]\n", wantErr: []string{"policy.namespaces.ml.device-paths", `"dev/fuse"`, "absolute"}},
-		{name: "empty namespace", data: "policy:\n  namespaces:\n    \"\": {}\n", wantErr: []string{"policy.namespaces", "empty namespace"}},
+		{name: "empty namespace", data: "policy:\n  namespaces:\n    \"\": {}\n", wantErr: []string{"policy.namespaces", `""`, "expected a Kubernetes namespace name"}},
+		// A name no namespace can have would leave its pods on policy.default.
+		{name: "namespace with capitals", data: "policy:\n  namespaces:\n    ML-Team: {}\n", wantErr: []string{"policy.namespaces", `"ML-Team"`, "expected a Kubernetes namespace name"}},
+		{name: "namespace with a slash", data: "policy:\n  namespaces:\n    default/web: {}\n", wantErr: []string{"policy.namespaces", `"default/web"`}},
+		{name: "namespace with a space", data: "policy:\n  namespaces:\n    \" ml\": {}\n", wantErr: []string{"policy.namespaces", `" ml"`}},
+		{name: "namespace too long", data: "policy:\n  namespaces:\n    " + strings.Repeat("a", 64) + ": {}\n", wantErr: []string{"policy.namespaces", "at most 63"}},
 		{name: "wrong type", data: "spec-dirs: /etc/cdi\n", wantErr: []string{"test.yaml", "line 1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,6 +181,7 @@ func FuzzParse(f *testing.F) {
 		"health-checks:\n- devices: [\"vendor.com/gpu=*\"]\n  command: [/bin/check, \"{name}\"]\n  timeout: 1s\n",
 		"health-checks:\n- devices: [\"/dev/dri/*\"]\n  file: /sys/class/drm/{name}/health\n  expect: \"ok|good\"\nhealth-check-concurrency: 2\n",
 		"health-checks:\n- devices: [\"*\"]\n  file: rel\n  expect: \"(\"\n",
+		"policy:\n  namespaces:\n    " + strings.Repeat("N", 1<<20) + ": {}\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -181,6 +190,9 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			assert.Contains(t, err.Error(), "fuzz.yaml", "errors name the source")
 			return
+		}
+		for ns := range cfg.Policy.Namespaces {
+			assert.True(t, k8s.IsDNSLabel(ns), "accepted namespace %q", ns)
 		}
 		// Whatever loads is usable: every pattern is valid, so a check
 		// either allows or is a policy refusal.

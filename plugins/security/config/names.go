@@ -4,25 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
 )
-
-// checkNamespace accepts a Kubernetes namespace name (an RFC 1123 label).
-func checkNamespace(key, ns string) error {
-	if !isDNSLabel(ns) {
-		return fmt.Errorf("%s: %q: expected a Kubernetes namespace name (lowercase letters, digits and '-')", key, ns)
-	}
-	return nil
-}
-
-// isDNSLabel reports whether s is an RFC 1123 label, the form of namespace
-// names and of RuntimeClass handlers.
-func isDNSLabel(s string) bool {
-	ok := s != "" && len(s) <= 63 && s[0] != '-' && s[len(s)-1] != '-'
-	for _, c := range s {
-		ok = ok && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-')
-	}
-	return ok
-}
 
 // declaredHandler returns a check that a runtime handler named under a key
 // is one the file declares in runtime-handlers: a typo in a handler name
@@ -40,7 +24,7 @@ func declaredHandler(declared []string) func(key, name string) error {
 
 func checkHandlers(handlers []string) error {
 	for i, h := range handlers {
-		if !isDNSLabel(h) {
+		if !k8s.IsDNSLabel(h) {
 			return fmt.Errorf("runtime-handlers: %q: expected a RuntimeClass handler name (lowercase letters, digits and '-')", h)
 		}
 		if slices.Contains(handlers[:i], h) {

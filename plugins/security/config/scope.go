@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
 )
 
@@ -109,7 +110,7 @@ func parseScoped[T ~string](f ScopedFile, key string, handlers []string, v vocab
 		into  map[string]T
 		check func(key, name string) error
 	}{
-		{key + ".namespaces", f.Namespaces, out.Namespaces, checkNamespace},
+		{key + ".namespaces", f.Namespaces, out.Namespaces, k8s.CheckNamespace},
 		{key + ".runtime-handlers", f.RuntimeHandlers, out.RuntimeHandlers, declaredHandler(handlers)},
 	}
 	for _, o := range overrides {
@@ -137,13 +138,13 @@ type Selector struct {
 
 func (s Selector) check(key string, handlers []string) error {
 	for _, ns := range s.Namespaces {
-		if err := checkNamespace(key+".namespaces", ns); err != nil {
+		if err := k8s.CheckNamespace(key+".namespaces", ns); err != nil {
 			return err
 		}
 	}
 	for _, p := range s.Pods {
 		ns, name, ok := strings.Cut(p, "/")
-		if !ok || checkNamespace("", ns) != nil || name == "" || strings.Contains(name, "/") {
+		if !ok || !k8s.IsDNSLabel(ns) || name == "" || strings.Contains(name, "/") {
 			return fmt.Errorf("%s.pods: %q: expected namespace/name", key, p)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 
+	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
 )
@@ -77,7 +78,7 @@ func (s SeccompFile) check(handlers []string) (Seccomp, error) {
 	for _, ns := range slices.Sorted(maps.Keys(s.NamespaceProfiles)) {
 		key := "seccomp.namespace-profiles"
 		if ns != "*" {
-			if err := checkNamespace(key, ns); err != nil {
+			if err := k8s.CheckNamespace(key, ns); err != nil {
 				return out, err
 			}
 		}

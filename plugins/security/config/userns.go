@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"slices"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
 )
 
 // HostNamespace is a namespace a pod may share with the host, by its
@@ -45,7 +47,7 @@ type UserNamespaces struct {
 
 func (u UserNamespaces) check(handlers []string) error {
 	for _, ns := range u.Namespaces {
-		if err := checkNamespace("user-namespaces.namespaces", ns); err != nil {
+		if err := k8s.CheckNamespace("user-namespaces.namespaces", ns); err != nil {
 			return err
 		}
 	}

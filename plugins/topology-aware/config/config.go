@@ -185,8 +185,8 @@ func (f File) policyConfig() (policy.Config, error) {
 	}
 	seen := map[string]bool{}
 	for _, ns := range f.ReservedNamespaces {
-		if strings.TrimSpace(ns) == "" {
-			return cfg, fmt.Errorf("reserved-namespaces: empty name: expected namespace names such as kube-system")
+		if err := k8s.CheckNamespace("reserved-namespaces", ns); err != nil {
+			return cfg, err
 		}
 		if seen[ns] {
 			return cfg, fmt.Errorf("reserved-namespaces: %q is listed twice", ns)

@@ -3,13 +3,14 @@ package config
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
-
-	"github.com/nri-suite/nri-suite/common/plugin"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
@@ -118,7 +119,13 @@ func TestParseErrors(t *testing.T) {
 		{"reserved cpus as a sequence", "reserved-cpus: [0, 1]", []string{"line 1", "expected a CPU list", "sequence"}},
 		{"both reserved keys", "reserved-cpus: \"0\"\nreserved-cpu-count: 2", []string{"reserved-cpus \"0\"", "reserved-cpu-count 2", "one of them"}},
 		{"negative count", "reserved-cpu-count: -1", []string{"reserved-cpu-count", "-1", ">= 0"}},
-		{"empty namespace", "reserved-namespaces: [\"\"]", []string{"reserved-namespaces", "empty name"}},
+		{"empty namespace", "reserved-namespaces: [\"\"]", []string{"reserved-namespaces", `""`, "expected a Kubernetes namespace name"}},
+		// A name no namespace can have would put no pod on the reserved CPUs.
+		{"namespace with capitals", "reserved-namespaces: [Kube-System]", []string{"reserved-namespaces", `"Kube-System"`, "expected a Kubernetes namespace name"}},
+		{"namespace with a dot", "reserved-namespaces: [kube.system]", []string{"reserved-namespaces", `"kube.system"`, "expected a Kubernetes namespace name"}},
+		{"namespace with spaces", "reserved-namespaces: [\" kube-system\"]", []string{"reserved-namespaces", `" kube-system"`}},
+		{"namespace too long", "reserved-namespaces: [" + strings.Repeat("a", 64) + "]", []string{"reserved-namespaces", "at most 63"}},
+		{"namespace of a megabyte", "reserved-namespaces: [" + strings.Repeat("a", 1<<20) + "]", []string{"reserved-namespaces", `"aaaa`, "…(1048576 bytes)"}},
 		{"namespace twice", "reserved-namespaces: [a, a]", []string{"reserved-namespaces", `"a"`, "twice"}},
 		{"bad node id", "reserved-memory: {node0: 1Gi}", []string{"reserved-memory", `"node0"`, "NUMA node id"}},
 		{"negative node id", "reserved-memory: {-1: 1Gi}", []string{"reserved-memory", `"-1"`, "NUMA node id"}},
@@ -187,6 +194,7 @@ func FuzzParse(f *testing.F) {
 		"state-dir: /run/nri-suite/topology-aware\n",
 		"state-dir: /\n",
 		"state-dir: state\n",
+		"reserved-namespaces: [" + strings.Repeat("A", 1<<20) + "]\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -194,6 +202,9 @@ func FuzzParse(f *testing.F) {
 		cfg, err := Parse(data, "fuzz.yaml")
 		if err != nil {
 			return
+		}
+		for _, ns := range cfg.ReservedNamespaces {
+			assert.True(t, k8s.IsDNSLabel(ns), "accepted namespace %q", ns)
 		}
 		// Whatever was accepted is self-consistent.
 		if cfg.ReservedCPUCount < 0 || (cfg.ReservedCPUCount > 0 && !cfg.ReservedCPUs.IsEmpty()) {

@@ -1,0 +1,28 @@
+package k8s
+
+import (
+	"fmt"
+
+	"github.com/nri-suite/nri-suite/common/quote"
+)
+
+// IsDNSLabel reports whether s is an RFC 1123 label (at most 63 lowercase
+// letters, digits and '-', starting and ending with a letter or digit): the
+// form of namespace, container and RuntimeClass handler names.
+func IsDNSLabel(s string) bool {
+	ok := s != "" && len(s) <= 63 && s[0] != '-' && s[len(s)-1] != '-'
+	for _, c := range s {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-')
+	}
+	return ok
+}
+
+// CheckNamespace accepts a Kubernetes namespace name, found under the
+// config key key: a name that is not one matches no pod, so a setting for
+// it would silently apply nowhere.
+func CheckNamespace(key, ns string) error {
+	if !IsDNSLabel(ns) {
+		return fmt.Errorf("%s: %s: expected a Kubernetes namespace name (at most 63 lowercase letters, digits and '-')", key, quote.Value(ns))
+	}
+	return nil
+}
