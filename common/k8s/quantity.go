@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // maxExponentDigits bounds the decimal exponent of a quantity ("1e80000018"):
@@ -19,7 +21,7 @@ const maxExponentDigits = 2
 func ParseQuantity(s string) (resource.Quantity, error) {
 	if i := strings.LastIndexAny(s, "eE"); i >= 0 {
 		if exp := strings.TrimLeft(s[i+1:], "+-"); len(exp) > maxExponentDigits {
-			return resource.Quantity{}, fmt.Errorf("quantity %q: exponent %s has more than %d digits", s, exp, maxExponentDigits)
+			return resource.Quantity{}, fmt.Errorf("quantity %s: exponent %s has more than %d digits", quote.Value(s), quote.Bare(exp), maxExponentDigits)
 		}
 	}
 	return resource.ParseQuantity(s)

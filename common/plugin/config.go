@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nri-suite/nri-suite/common/fsread"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // Configurable is implemented by a plugin that takes configuration. Configure is called
@@ -58,7 +59,7 @@ func DecodeConfig(data []byte, source string, out any) error {
 		if errors.Is(err, io.EOF) { // only comments
 			return nil
 		}
-		return fmt.Errorf("decode config %s: %w", source, describeYAMLError(err))
+		return fmt.Errorf("decode config %s: %w", source, quote.Error(describeYAMLError(err)))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -77,7 +78,7 @@ func describeYAMLError(err error) error {
 	msgs := make([]string, 0, len(typeErr.Errors))
 	for _, msg := range typeErr.Errors {
 		if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
-			msg = fmt.Sprintf("line %s: unknown key %q", m[1], m[2])
+			msg = fmt.Sprintf("line %s: unknown key %s", m[1], quote.Value(m[2]))
 		}
 		msgs = append(msgs, msg)
 	}
@@ -112,5 +113,5 @@ func OneOf[T ~string](key, value string, def T, allowed ...T) (T, error) {
 	for i, a := range allowed {
 		names[i] = string(a)
 	}
-	return "", fmt.Errorf("%s: %q: expected one of %s", key, value, strings.Join(names, ", "))
+	return "", fmt.Errorf("%s: %s: expected one of %s", key, quote.Value(value), strings.Join(names, ", "))
 }

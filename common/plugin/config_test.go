@@ -1,10 +1,14 @@
 package plugin
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 type decodeTarget struct {
@@ -42,6 +46,10 @@ func TestDecodeConfig(t *testing.T) {
 		{name: "malformed", data: "name: [x\n", wantErr: []string{"test.yaml"}},
 		{name: "duplicate key", data: "count: 1\ncount: 2\n", wantErr: []string{"test.yaml", `"count" already defined`}},
 		{name: "two documents", data: "count: 1\n---\ncount: 2\n", wantErr: []string{"test.yaml", "single YAML document"}},
+		{name: "huge unknown key", data: "? " + strings.Repeat("k", 1<<20) + "\n: 1\n", // explicit: a plain key ends at 1024
+			wantErr: []string{"line 1: unknown key \"kkkk", "…(1048576 bytes)"}},
+		{name: "many unknown keys", data: manyKeys(10000),
+			wantErr: []string{"line 1: unknown key \"k0\"; line 2: unknown key \"k1\""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := defaults
@@ -51,6 +59,7 @@ func TestDecodeConfig(t *testing.T) {
 				for _, want := range tc.wantErr {
 					assert.Contains(t, err.Error(), want)
 				}
+				assert.Less(t, len(err.Error()), 2*quote.MaxError, "the error is bounded")
 				return
 			}
 			require.NoError(t, err)
@@ -59,10 +68,20 @@ func TestDecodeConfig(t *testing.T) {
 	}
 }
 
+// manyKeys is a document of n unknown keys.
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "k%d: 1\n", i)
+	}
+	return b.String()
+}
+
 func FuzzDecodeConfig(f *testing.F) {
 	for _, seed := range []string{
 		"", "name: x\n", "count: 7\nlabels: {a: b}\n", "colour: red\n", "name: [x\n",
 		"nested:\n  enabled: yes\n", "---\n---\n", "&a [*a]\n", "count: !!binary aGk=\n",
+		"? " + strings.Repeat("k", 1<<20) + "\n: 1\n", manyKeys(10000), "name: " + strings.Repeat("[", 1<<16),
 	} {
 		f.Add([]byte(seed))
 	}
@@ -71,6 +90,7 @@ func FuzzDecodeConfig(f *testing.F) {
 		err := DecodeConfig(data, "fuzz.yaml", &out)
 		if err != nil {
 			assert.Contains(t, err.Error(), "fuzz.yaml", "errors name their source")
+			assert.Less(t, len(err.Error()), 2*quote.MaxError, "errors are bounded")
 		}
 	})
 }
@@ -85,4 +105,6 @@ func TestOneOf(t *testing.T) {
 	assert.Equal(t, mode("plugin"), got)
 	_, err = OneOf[mode]("mode", "runtim", "auto", "auto", "plugin")
 	assert.EqualError(t, err, `mode: "runtim": expected one of auto, plugin`)
+	_, err = OneOf[mode]("mode", strings.Repeat("x", 1<<20), "auto", "auto", "plugin")
+	assert.Less(t, len(err.Error()), 2*quote.MaxError, "the value is quoted at a bounded length")
 }

@@ -12,6 +12,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // MaxCPU is the largest CPU id a set can hold. It is above the kernel's
@@ -86,7 +88,7 @@ func Parse(s string) (CPUSet, error) {
 	for _, token := range strings.Split(s, ",") {
 		first, last, err := parseToken(token)
 		if err != nil {
-			return CPUSet{}, fmt.Errorf("parse cpu list %q: bad token %q: %w", s, token, err)
+			return CPUSet{}, fmt.Errorf("parse cpu list %s: bad token %s: %w", quote.Value(s), quote.Value(token), err)
 		}
 		for cpu := first; cpu <= last; cpu++ {
 			words = setBit(words, cpu)
@@ -115,11 +117,11 @@ func parseToken(token string) (first, last int, err error) {
 func parseID(s string) (int, error) {
 	// Atoi alone would accept "+1"; the kernel's syntax is plain digits.
 	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, fmt.Errorf("expected a CPU id (digits) or a range \"a-b\", got %q", s)
+		return 0, fmt.Errorf("expected a CPU id (digits) or a range \"a-b\", got %s", quote.Value(s))
 	}
 	id, err := strconv.Atoi(s)
 	if err != nil || id > MaxCPU {
-		return 0, fmt.Errorf("CPU id %s is above the maximum %d", s, MaxCPU)
+		return 0, fmt.Errorf("CPU id %s is above the maximum %d", quote.Bare(s), MaxCPU)
 	}
 	return id, nil
 }

@@ -3,11 +3,14 @@ package cpuset
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 func mustParse(t testing.TB, s string) CPUSet {
@@ -150,12 +153,14 @@ func TestText(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, seed := range []string{"", "0", "0-3,8,10-11", "3,2,1", "0-1", "63-64", "1-0", "a", "0,,1", "65535", "0-65535", "4-8,6-10\n"} {
+	for _, seed := range []string{"", "0", "0-3,8,10-11", "3,2,1", "0-1", "63-64", "1-0", "a", "0,,1", "65535", "0-65535", "4-8,6-10\n",
+		strings.Repeat("9", 1<<20), "0," + strings.Repeat("x", 1<<20)} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		set, err := Parse(in)
 		if err != nil {
+			assert.Less(t, len(err.Error()), 4*quote.MaxError, "the error quotes bounded prefixes")
 			return
 		}
 		canonical := set.String()

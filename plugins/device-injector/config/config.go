@@ -15,6 +15,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // Mode is how CDI devices reach the container.
@@ -188,10 +189,10 @@ func healthInterval(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("health-interval: %q: expected a duration such as 2s: %w", s, err)
+		return 0, fmt.Errorf("health-interval: %s: expected a duration such as 2s: %w", quote.Value(s), quote.Error(err))
 	}
 	if d < MinHealthInterval {
-		return 0, fmt.Errorf("health-interval: %q: expected at least %v", s, MinHealthInterval)
+		return 0, fmt.Errorf("health-interval: %s: expected at least %v", quote.Value(s), MinHealthInterval)
 	}
 	return d, nil
 }
@@ -207,7 +208,7 @@ func specDirs(dirs []string) ([]string, error) {
 			return nil, err
 		}
 		if seen[d] {
-			return nil, fmt.Errorf("spec-dirs: %q is listed twice", d)
+			return nil, fmt.Errorf("spec-dirs: %s is listed twice", quote.Value(d))
 		}
 		seen[d] = true
 		out = append(out, d)
@@ -255,7 +256,7 @@ func (r RuleFile) rule(key string, def Rule) (Rule, error) {
 		}
 		for _, pat := range *field.in {
 			if err := checkPattern(field.name, pat); err != nil {
-				return Rule{}, fmt.Errorf("%s.%s: %q: expected %s: %w", key, field.name, pat, field.want, err)
+				return Rule{}, fmt.Errorf("%s.%s: %s: expected %s: %w", key, field.name, quote.Value(pat), field.want, err)
 			}
 		}
 		*field.out = slices.Clone(*field.in)

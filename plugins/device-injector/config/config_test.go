@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 func TestParse(t *testing.T) {
@@ -79,6 +80,11 @@ policy:
 		{name: "namespace with a slash", data: "policy:\n  namespaces:\n    default/web: {}\n", wantErr: []string{"policy.namespaces", `"default/web"`}},
 		{name: "namespace with a space", data: "policy:\n  namespaces:\n    \" ml\": {}\n", wantErr: []string{"policy.namespaces", `" ml"`}},
 		{name: "namespace too long", data: "policy:\n  namespaces:\n    " + strings.Repeat("a", 64) + ": {}\n", wantErr: []string{"policy.namespaces", "at most 63"}},
+		{name: "pattern of a megabyte", data: "policy:\n  default:\n    cdi: [\"" + strings.Repeat("[", 1<<20) + "\"]\n", wantErr: []string{"policy.default.cdi", `"[[[[`, "…(1048576 bytes)"}},
+		{name: "regular expression of a megabyte", data: "health-checks:\n- devices: [\"/dev/*\"]\n  file: /f\n  expect: \"" + strings.Repeat("(", 1<<20) + "\"\n",
+			wantErr: []string{"health-checks[0].expect", `"((((`, "expected a Go regular expression"}},
+		{name: "timeout of a megabyte", data: "health-checks:\n- devices: [\"/dev/*\"]\n  command: [/bin/true]\n  timeout: " + strings.Repeat("9", 1<<20) + "\n",
+			wantErr: []string{"health-checks[0].timeout", `"9999`, "expected a duration"}},
 		{name: "wrong type", data: "spec-dirs: /etc/cdi\n", wantErr: []string{"test.yaml", "line 1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +94,7 @@ policy:
 				for _, want := range tc.wantErr {
 					assert.Contains(t, err.Error(), want)
 				}
+				assert.Less(t, len(err.Error()), 2*quote.MaxError, "the error quotes bounded prefixes")
 				return
 			}
 			require.NoError(t, err)
@@ -182,6 +189,7 @@ func FuzzParse(f *testing.F) {
 		"health-checks:\n- devices: [\"/dev/dri/*\"]\n  file: /sys/class/drm/{name}/health\n  expect: \"ok|good\"\nhealth-check-concurrency: 2\n",
 		"health-checks:\n- devices: [\"*\"]\n  file: rel\n  expect: \"(\"\n",
 		"policy:\n  namespaces:\n    " + strings.Repeat("N", 1<<20) + ": {}\n",
+		"health-checks:\n- devices: [\"/dev/*\"]\n  file: /f\n  expect: \"" + strings.Repeat("(", 1<<16) + "\"\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -189,6 +197,7 @@ func FuzzParse(f *testing.F) {
 		cfg, err := Parse(data, "fuzz.yaml")
 		if err != nil {
 			assert.Contains(t, err.Error(), "fuzz.yaml", "errors name the source")
+			assert.Less(t, len(err.Error()), 2*quote.MaxError, "errors quote bounded prefixes")
 			return
 		}
 		for ns := range cfg.Policy.Namespaces {

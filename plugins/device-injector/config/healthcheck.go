@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // Defaults and bounds of operator health checks. A check that hangs holds
@@ -117,7 +119,7 @@ func (f HealthCheckFile) check(key string) (HealthCheck, error) {
 	}
 	for _, pat := range f.Devices {
 		if err := checkDevicePattern(pat); err != nil {
-			return c, fmt.Errorf(`%s.devices: %q: expected a CDI name pattern such as "vendor.com/gpu=*" or an absolute device path pattern: %w`, key, pat, err)
+			return c, fmt.Errorf(`%s.devices: %s: expected a CDI name pattern such as "vendor.com/gpu=*" or an absolute device path pattern: %w`, key, quote.Value(pat), err)
 		}
 	}
 	if len(f.Command) == 0 && f.File == "" {
@@ -125,21 +127,21 @@ func (f HealthCheckFile) check(key string) (HealthCheck, error) {
 	}
 	if len(f.Command) > 0 {
 		if !filepath.IsAbs(f.Command[0]) {
-			return c, fmt.Errorf("%s.command: %q: expected an absolute path to the executable first (checks run without a shell or PATH lookup)", key, f.Command[0])
+			return c, fmt.Errorf("%s.command: %s: expected an absolute path to the executable first (checks run without a shell or PATH lookup)", key, quote.Value(f.Command[0]))
 		}
 		for _, arg := range f.Command {
 			if err := checkPlaceholders(arg); err != nil {
-				return c, fmt.Errorf("%s.command: %q: %w", key, arg, err)
+				return c, fmt.Errorf("%s.command: %s: %w", key, quote.Value(arg), err)
 			}
 		}
 	}
 	if f.Timeout != "" {
 		d, err := time.ParseDuration(f.Timeout)
 		if err != nil {
-			return c, fmt.Errorf("%s.timeout: %q: expected a duration such as 5s: %w", key, f.Timeout, err)
+			return c, fmt.Errorf("%s.timeout: %s: expected a duration such as 5s: %w", key, quote.Value(f.Timeout), quote.Error(err))
 		}
 		if d < MinCheckTimeout || d > MaxCheckTimeout {
-			return c, fmt.Errorf("%s.timeout: %q: expected between %v and %v", key, f.Timeout, MinCheckTimeout, MaxCheckTimeout)
+			return c, fmt.Errorf("%s.timeout: %s: expected between %v and %v", key, quote.Value(f.Timeout), MinCheckTimeout, MaxCheckTimeout)
 		}
 		c.Timeout = d
 	}
@@ -149,20 +151,20 @@ func (f HealthCheckFile) check(key string) (HealthCheck, error) {
 func (f HealthCheckFile) fileCheck(key string, c *HealthCheck) error {
 	switch {
 	case f.File == "" && f.Expect != nil:
-		return fmt.Errorf("%s.expect: %q: there is no file to match it against", key, *f.Expect)
+		return fmt.Errorf("%s.expect: %s: there is no file to match it against", key, quote.Value(*f.Expect))
 	case f.File == "":
 		return nil
 	case !strings.HasPrefix(f.File, "/"):
-		return fmt.Errorf("%s.file: %q: expected an absolute path", key, f.File)
+		return fmt.Errorf("%s.file: %s: expected an absolute path", key, quote.Value(f.File))
 	case f.Expect == nil:
-		return fmt.Errorf("%s.file: %q: expect is missing: expected a regular expression the file's content must match", key, f.File)
+		return fmt.Errorf("%s.file: %s: expect is missing: expected a regular expression the file's content must match", key, quote.Value(f.File))
 	}
 	if err := checkPlaceholders(f.File); err != nil {
-		return fmt.Errorf("%s.file: %q: %w", key, f.File, err)
+		return fmt.Errorf("%s.file: %s: %w", key, quote.Value(f.File), err)
 	}
 	re, err := regexp.Compile(`^(?:` + *f.Expect + `)$`)
 	if err != nil {
-		return fmt.Errorf("%s.expect: %q: expected a Go regular expression: %w", key, *f.Expect, err)
+		return fmt.Errorf("%s.expect: %s: expected a Go regular expression: %w", key, quote.Value(*f.Expect), quote.Error(err))
 	}
 	c.Expect = re
 	return nil
@@ -189,7 +191,7 @@ func checkDevicePattern(pat string) error {
 func checkPlaceholders(s string) error {
 	for _, p := range placeholderPattern.FindAllString(s, -1) {
 		if p != PlaceholderDevice && p != PlaceholderName {
-			return fmt.Errorf("unknown placeholder %s: expected %s or %s", p, PlaceholderDevice, PlaceholderName)
+			return fmt.Errorf("unknown placeholder %s: expected %s or %s", quote.Bare(p), PlaceholderDevice, PlaceholderName)
 		}
 	}
 	return nil

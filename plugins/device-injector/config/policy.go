@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"tags.cncf.io/container-device-interface/pkg/parser"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // ErrDenied is wrapped by every refusal of the policy.
@@ -40,19 +42,19 @@ func (p Policy) For(namespace string) Rule {
 func (r Rule) AllowCDI(namespace, name string) error {
 	vendor, class, _, err := parser.ParseQualifiedName(name)
 	if err != nil {
-		return fmt.Errorf("check CDI device %q: %w", name, err)
+		return fmt.Errorf("check CDI device %s: %w", quote.Value(name), quote.Error(err))
 	}
-	return allow(namespace, "CDI device "+name, vendor+"/"+class, r.CDI, "policy.cdi")
+	return allow(namespace, "CDI device "+quote.Bare(name), vendor+"/"+class, r.CDI, "policy.cdi")
 }
 
 // AllowDevicePath checks the host path of a device node.
 func (r Rule) AllowDevicePath(namespace, hostPath string) error {
-	return allow(namespace, "device "+hostPath, hostPath, r.DevicePaths, "policy.device-paths")
+	return allow(namespace, "device "+quote.Bare(hostPath), hostPath, r.DevicePaths, "policy.device-paths")
 }
 
 // AllowMountSource checks the host source of a mount.
 func (r Rule) AllowMountSource(namespace, source string) error {
-	return allow(namespace, "mount source "+source, source, r.MountSources, "policy.mount-sources")
+	return allow(namespace, "mount source "+quote.Bare(source), source, r.MountSources, "policy.mount-sources")
 }
 
 func allow(namespace, what, subject string, patterns []string, key string) error {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // Rule names one check the plugin makes.
@@ -150,7 +151,7 @@ func (f File) check() (*Config, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Rules)) {
 		if !slices.Contains(Rules, Rule(name)) {
-			return nil, fmt.Errorf("rules: unknown rule %q: expected one of %s", name, ruleNames())
+			return nil, fmt.Errorf("rules: unknown rule %s: expected one of %s", quote.Value(name), ruleNames())
 		}
 		m, err := parseScoped(f.Rules[name], "rules."+name, f.RuntimeHandlers, modes)
 		if err != nil {

@@ -1,10 +1,13 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 const full = `
@@ -232,11 +235,14 @@ func TestParseErrors(t *testing.T) {
 		{"bad device pattern", "validator: {devices: {plugins: {10-x: [\"/dev/[\"]}}}\n",
 			`validator.devices.plugins.10-x: "/dev/[": expected a path.Match pattern`},
 		{"two documents", "rules: {}\n---\nrules: {}\n", "expected a single YAML document"},
+		{"bad namespace of a megabyte", "seccomp: {exempt: {namespaces: [" + strings.Repeat("X", 1<<20) + "]}}\n",
+			`seccomp.exempt.namespaces: "XXXX`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), "cfg.yaml")
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
+			assert.Less(t, len(err.Error()), 2*quote.MaxError, "the error quotes bounded prefixes")
 		})
 	}
 }
@@ -257,13 +263,15 @@ func FuzzParse(f *testing.F) {
 		"seccomp: {exempt: {pods: [a/b]}}\n", "validator: {allowed-sysctls: [a.*]}\n", "rules: [1]\n",
 		"runtime-handlers: [k]\nrules: {seccomp: {runtime-handlers: {k: \"off\"}}}\n", "validator: {device-cgroups: {allowed: [\"a *:* rwm\"]}}\n",
 		"seccomp: {privileged: {mode: refuse}}\n", "seccomp: {profile-dir: /}\n", "seccomp: {profile-dir: /p/../q}\n",
-		"validator: {mounts: {allowed: [/run/nri-suite/sidecar-order/*], plugins: {10-device-injector: [/dev/fuse]}}, env: {denied: [X_*]}, rlimits: {max: {RLIMIT_NOFILE: 1}}}\n"} {
+		"validator: {mounts: {allowed: [/run/nri-suite/sidecar-order/*], plugins: {10-device-injector: [/dev/fuse]}}, env: {denied: [X_*]}, rlimits: {max: {RLIMIT_NOFILE: 1}}}\n",
+		"validator: {hook-plugins: [10-" + strings.Repeat("x!", 1<<19) + "]}\n", "rules: {" + strings.Repeat("r", 1<<20) + ": audit}\n"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, "fuzz.yaml")
 		if err != nil {
 			assert.Contains(t, err.Error(), "fuzz.yaml", "errors name their source")
+			assert.Less(t, len(err.Error()), 2*quote.MaxError, "errors quote bounded prefixes")
 			return
 		}
 		for _, r := range Rules {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // declaredHandler returns a check that a runtime handler named under a key
@@ -15,8 +16,8 @@ import (
 func declaredHandler(declared []string) func(key, name string) error {
 	return func(key, name string) error {
 		if !slices.Contains(declared, name) {
-			return fmt.Errorf("%s: unknown runtime handler %q: expected one declared in runtime-handlers (%s)",
-				key, name, listOrNone(declared))
+			return fmt.Errorf("%s: unknown runtime handler %s: expected one declared in runtime-handlers (%s)",
+				key, quote.Value(name), listOrNone(declared))
 		}
 		return nil
 	}
@@ -25,10 +26,10 @@ func declaredHandler(declared []string) func(key, name string) error {
 func checkHandlers(handlers []string) error {
 	for i, h := range handlers {
 		if !k8s.IsDNSLabel(h) {
-			return fmt.Errorf("runtime-handlers: %q: expected a RuntimeClass handler name (lowercase letters, digits and '-')", h)
+			return fmt.Errorf("runtime-handlers: %s: expected a RuntimeClass handler name (lowercase letters, digits and '-')", quote.Value(h))
 		}
 		if slices.Contains(handlers[:i], h) {
-			return fmt.Errorf("runtime-handlers: %q: declared twice", h)
+			return fmt.Errorf("runtime-handlers: %s: declared twice", quote.Value(h))
 		}
 	}
 	return nil
@@ -57,7 +58,7 @@ func checkPluginID(key, id string) error {
 	idx, name, _ := strings.Cut(id, "-")
 	ok := len(idx) == 2 && strings.Trim(idx, "0123456789") == "" && name != "" && !strings.ContainsAny(name, " /\t\n,")
 	if !ok {
-		return fmt.Errorf("%s: %q: expected a plugin as NRI registers it, index and name, such as 10-device-injector", key, id)
+		return fmt.Errorf("%s: %s: expected a plugin as NRI registers it, index and name, such as 10-device-injector", key, quote.Value(id))
 	}
 	return nil
 }
@@ -65,7 +66,7 @@ func checkPluginID(key, id string) error {
 func checkSysctlPattern(s string) error {
 	base := strings.TrimSuffix(s, ".*")
 	if base == "" || strings.ContainsAny(base, "*/ ") || strings.HasPrefix(base, ".") || strings.HasSuffix(base, ".") {
-		return fmt.Errorf("validator.allowed-sysctls: %q: expected a sysctl name such as net.ipv4.tcp_rmem, or a prefix ending in .*", s)
+		return fmt.Errorf("validator.allowed-sysctls: %s: expected a sysctl name such as net.ipv4.tcp_rmem, or a prefix ending in .*", quote.Value(s))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // Scope is what a setting can be scoped by: a pod's namespace and name, and
@@ -70,7 +71,7 @@ func (f *ScopedFile) UnmarshalYAML(n *yaml.Node) error {
 	}
 	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
 		if key := n.Content[i].Value; !slices.Contains(scopedKeys, key) {
-			return fmt.Errorf("line %d: unknown key %q: expected one of %s", n.Content[i].Line, key, strings.Join(scopedKeys, ", "))
+			return fmt.Errorf("line %d: unknown key %s: expected one of %s", n.Content[i].Line, quote.Value(key), strings.Join(scopedKeys, ", "))
 		}
 	}
 	type plain ScopedFile
@@ -145,7 +146,7 @@ func (s Selector) check(key string, handlers []string) error {
 	for _, p := range s.Pods {
 		ns, name, ok := strings.Cut(p, "/")
 		if !ok || !k8s.IsDNSLabel(ns) || name == "" || strings.Contains(name, "/") {
-			return fmt.Errorf("%s.pods: %q: expected namespace/name", key, p)
+			return fmt.Errorf("%s.pods: %s: expected namespace/name", key, quote.Value(p))
 		}
 	}
 	for _, h := range s.RuntimeHandlers {

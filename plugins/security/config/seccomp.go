@@ -8,6 +8,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
 )
 
@@ -84,7 +85,7 @@ func (s SeccompFile) check(handlers []string) (Seccomp, error) {
 		}
 		for _, p := range s.NamespaceProfiles[ns] {
 			if _, err := path.Match(p, ""); err != nil || p == "" {
-				return out, fmt.Errorf("%s.%s: %q: expected a path.Match pattern of profile names such as team-a/*", key, ns, p)
+				return out, fmt.Errorf("%s.%s: %s: expected a path.Match pattern of profile names such as team-a/*", key, ns, quote.Value(p))
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // HostNamespace is a namespace a pod may share with the host, by its
@@ -58,7 +59,7 @@ func (u UserNamespaces) check(handlers []string) error {
 	}
 	for _, t := range u.AllowHost {
 		if !slices.Contains(hostNamespaceTypes(), t) {
-			return fmt.Errorf("user-namespaces.allow-host-namespaces: %q: expected one of %s", t, listOrNone(hostNamespaceTypes()))
+			return fmt.Errorf("user-namespaces.allow-host-namespaces: %s: expected one of %s", quote.Value(t), listOrNone(hostNamespaceTypes()))
 		}
 	}
 	return nil

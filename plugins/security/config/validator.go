@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // ValidatorFile is the validator key: what other plugins may do. Plugins
@@ -73,7 +75,7 @@ func (p PluginPatterns) check(key, example string, absolute bool) error {
 	for _, k := range slices.Sorted(maps.Keys(patterns)) {
 		for _, pattern := range patterns[k] {
 			if _, err := path.Match(pattern, ""); err != nil || pattern == "" || absolute && !path.IsAbs(pattern) {
-				return fmt.Errorf("%s: %q: expected a path.Match pattern such as %s", k, pattern, example)
+				return fmt.Errorf("%s: %s: expected a path.Match pattern such as %s", k, quote.Value(pattern), example)
 			}
 		}
 	}
@@ -118,7 +120,7 @@ func (r DeviceRule) Covers(other DeviceRule) bool {
 
 // ParseDeviceRule reads "type major:minor access".
 func ParseDeviceRule(s string) (DeviceRule, error) {
-	fail := fmt.Errorf("%q: expected a device-cgroup rule \"type major:minor access\" such as \"c 10:229 rwm\" (type a, b or c; * for any number)", s)
+	fail := fmt.Errorf("%s: expected a device-cgroup rule \"type major:minor access\" such as \"c 10:229 rwm\" (type a, b or c; * for any number)", quote.Value(s))
 	f := strings.Fields(s)
 	if len(f) != 3 || !slices.Contains([]string{"a", "b", "c"}, f[0]) || f[2] == "" || strings.Trim(f[2], "rwm") != "" {
 		return DeviceRule{}, fail
@@ -234,7 +236,7 @@ func (v ValidatorFile) check() error {
 	}
 	for _, typ := range slices.Sorted(maps.Keys(v.Rlimits.Max)) {
 		if !slices.Contains(rlimitTypes, typ) {
-			return fmt.Errorf("validator.rlimits.max: unknown type %q: expected one of %s", typ, strings.Join(rlimitTypes, ", "))
+			return fmt.Errorf("validator.rlimits.max: unknown type %s: expected one of %s", quote.Value(typ), strings.Join(rlimitTypes, ", "))
 		}
 	}
 	return nil

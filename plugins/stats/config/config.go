@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // Bounds keep a typo from turning scrapes into a busy loop or a stale view.
@@ -50,13 +51,13 @@ func Parse(data []byte, source string) (Config, error) {
 	}
 	cache, err := time.ParseDuration(f.Cache)
 	if err != nil || cache < 0 || cache > MaxCache {
-		return Config{}, fmt.Errorf("%s: cache %q: expected a duration from 0s to %s, such as 1s", source, f.Cache, MaxCache)
+		return Config{}, fmt.Errorf("%s: cache %s: expected a duration from 0s to %s, such as 1s", source, quote.Value(f.Cache), MaxCache)
 	}
 	interval := time.Duration(0)
 	if f.Interval != "" && f.Interval != "0" {
 		interval, err = time.ParseDuration(f.Interval)
 		if err != nil || (interval != 0 && (interval < MinInterval || interval > MaxInterval)) {
-			return Config{}, fmt.Errorf("%s: interval %q: expected 0 (read on scrape) or a duration from %s to %s, such as 10s", source, f.Interval, MinInterval, MaxInterval)
+			return Config{}, fmt.Errorf("%s: interval %s: expected 0 (read on scrape) or a duration from %s to %s, such as 10s", source, quote.Value(f.Interval), MinInterval, MaxInterval)
 		}
 	}
 	if f.Workers < 0 || f.Workers > MaxWorkers {

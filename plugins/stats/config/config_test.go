@@ -1,11 +1,14 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 func TestParse(t *testing.T) {
@@ -26,6 +29,8 @@ func TestParse(t *testing.T) {
 		{"negative", "cache: -1s\n", Config{}, "from 0s to 1m0s"},
 		{"too long", "cache: 2m\n", Config{}, "from 0s to 1m0s"},
 		{"too many workers", "workers: 65\n", Config{}, "workers 65: expected 0"},
+		{"cache of a megabyte", "cache: " + strings.Repeat("1", 1<<20) + "s\n", Config{}, `cache "1111`},
+		{"interval of a megabyte", "interval: " + strings.Repeat("x", 1<<20) + "\n", Config{}, "…(1048576 bytes): expected 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Parse([]byte(tc.in), "stats.yaml")
@@ -33,6 +38,7 @@ func TestParse(t *testing.T) {
 				require.Error(t, err)
 				assert.ErrorContains(t, err, tc.wantErr)
 				assert.ErrorContains(t, err, "stats.yaml")
+				assert.Less(t, len(err.Error()), 2*quote.MaxError, "the error quotes a bounded prefix")
 				return
 			}
 			require.NoError(t, err)
@@ -42,12 +48,13 @@ func TestParse(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"", "cache: 1s\nworkers: 2\n", "cache: [", "workers: -1", "cache: 1h"} {
+	for _, s := range []string{"", "cache: 1s\nworkers: 2\n", "cache: [", "workers: -1", "cache: 1h", "interval: " + strings.Repeat("9", 1<<20)} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, "fuzz")
 		if err != nil {
+			assert.Less(t, len(err.Error()), 2*quote.MaxError, "errors quote bounded prefixes")
 			return
 		}
 		if cfg.Cache < 0 || cfg.Cache > MaxCache || cfg.Workers < 0 || cfg.Workers > MaxWorkers ||

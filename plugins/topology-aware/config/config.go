@@ -18,6 +18,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
@@ -109,8 +110,8 @@ func (l *CPUList) UnmarshalYAML(node *yaml.Node) error {
 		return fmt.Errorf("line %d: expected a CPU list such as \"0-3,8\", got a YAML %s", node.Line, kindName(node.Kind))
 	}
 	if node.Tag == "!!int" {
-		return fmt.Errorf("line %d: %s is a YAML number: write it quoted (%q) for CPU %s, or use reserved-cpu-count for a number of CPUs",
-			node.Line, node.Value, node.Value, node.Value)
+		return fmt.Errorf("line %d: %s is a YAML number: write it quoted (%s) for CPU %s, or use reserved-cpu-count for a number of CPUs",
+			node.Line, quote.Bare(node.Value), quote.Value(node.Value), quote.Bare(node.Value))
 	}
 	set, err := cpuset.Parse(node.Value)
 	if err != nil {
@@ -162,7 +163,9 @@ func Load(data []byte, source string, t *topology.Topology) (Config, error) {
 		return Config{}, err
 	}
 	if _, err := policy.New(t, cfg.Config); err != nil {
-		return Config{}, fmt.Errorf("config %s: %w", source, err)
+		// The policy quotes CPU lists whole: a sparse list of every even
+		// CPU runs to kilobytes.
+		return Config{}, fmt.Errorf("config %s: %w", source, quote.Error(err))
 	}
 	return cfg, nil
 }
@@ -180,8 +183,8 @@ func (f File) policyConfig() (policy.Config, error) {
 		return cfg, fmt.Errorf("reserved-cpu-count: %d: expected a number of CPUs >= 0", f.ReservedCPUCount)
 	}
 	if f.ReservedCPUCount > 0 && !f.ReservedCPUs.Set.IsEmpty() {
-		return cfg, fmt.Errorf("reserved-cpus %q and reserved-cpu-count %d are both set: expected one of them",
-			f.ReservedCPUs.raw, f.ReservedCPUCount)
+		return cfg, fmt.Errorf("reserved-cpus %s and reserved-cpu-count %d are both set: expected one of them",
+			quote.Value(f.ReservedCPUs.raw), f.ReservedCPUCount)
 	}
 	seen := map[string]bool{}
 	for _, ns := range f.ReservedNamespaces {
@@ -189,7 +192,7 @@ func (f File) policyConfig() (policy.Config, error) {
 			return cfg, err
 		}
 		if seen[ns] {
-			return cfg, fmt.Errorf("reserved-namespaces: %q is listed twice", ns)
+			return cfg, fmt.Errorf("reserved-namespaces: %s is listed twice", quote.Value(ns))
 		}
 		seen[ns] = true
 	}
@@ -216,10 +219,10 @@ func applyOptions(cfg *policy.Config, names []string) error {
 	for _, name := range names {
 		set, ok := options[name]
 		if !ok {
-			return fmt.Errorf("options: unknown option %q: expected any of %s", name, strings.Join(Options(), ", "))
+			return fmt.Errorf("options: unknown option %s: expected any of %s", quote.Value(name), strings.Join(Options(), ", "))
 		}
 		if seen[name] {
-			return fmt.Errorf("options: %q is listed twice", name)
+			return fmt.Errorf("options: %s is listed twice", quote.Value(name))
 		}
 		seen[name] = true
 		set(cfg)
@@ -236,15 +239,15 @@ func reservedMemory(in map[string]string) (map[int]uint64, error) {
 	for key, value := range in {
 		node, err := strconv.Atoi(key)
 		if err != nil || node < 0 {
-			return nil, fmt.Errorf("reserved-memory: key %q: expected a NUMA node id (0, 1, ...)", key)
+			return nil, fmt.Errorf("reserved-memory: key %s: expected a NUMA node id (0, 1, ...)", quote.Value(key))
 		}
 		q, err := k8s.ParseQuantity(value)
 		if err != nil || q.Sign() < 0 {
-			return nil, fmt.Errorf("reserved-memory: node %d: %q: expected a non-negative quantity such as 512Mi or 2Gi", node, value)
+			return nil, fmt.Errorf("reserved-memory: node %d: %s: expected a non-negative quantity such as 512Mi or 2Gi", node, quote.Value(value))
 		}
 		bytes, ok := q.AsInt64()
 		if !ok {
-			return nil, fmt.Errorf("reserved-memory: node %d: %q: expected a whole number of bytes below 8Ei", node, value)
+			return nil, fmt.Errorf("reserved-memory: node %d: %s: expected a whole number of bytes below 8Ei", node, quote.Value(value))
 		}
 		out[node] = uint64(bytes)
 	}

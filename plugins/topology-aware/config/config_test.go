@@ -11,6 +11,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
@@ -126,6 +127,7 @@ func TestParseErrors(t *testing.T) {
 		{"namespace with spaces", "reserved-namespaces: [\" kube-system\"]", []string{"reserved-namespaces", `" kube-system"`}},
 		{"namespace too long", "reserved-namespaces: [" + strings.Repeat("a", 64) + "]", []string{"reserved-namespaces", "at most 63"}},
 		{"namespace of a megabyte", "reserved-namespaces: [" + strings.Repeat("a", 1<<20) + "]", []string{"reserved-namespaces", `"aaaa`, "…(1048576 bytes)"}},
+		{"cpu list of a megabyte", "available-cpus: \"0-" + strings.Repeat("x", 1<<20) + "\"", []string{"line 1", "expected a CPU list", "…(1048578 bytes)"}},
 		{"namespace twice", "reserved-namespaces: [a, a]", []string{"reserved-namespaces", `"a"`, "twice"}},
 		{"bad node id", "reserved-memory: {node0: 1Gi}", []string{"reserved-memory", `"node0"`, "NUMA node id"}},
 		{"negative node id", "reserved-memory: {-1: 1Gi}", []string{"reserved-memory", `"-1"`, "NUMA node id"}},
@@ -145,6 +147,7 @@ func TestParseErrors(t *testing.T) {
 			for _, want := range tc.want {
 				assert.Contains(t, err.Error(), want)
 			}
+			assert.Less(t, len(err.Error()), 2*quote.MaxError, "the error quotes bounded prefixes")
 		})
 	}
 }
@@ -195,12 +198,14 @@ func FuzzParse(f *testing.F) {
 		"state-dir: /\n",
 		"state-dir: state\n",
 		"reserved-namespaces: [" + strings.Repeat("A", 1<<20) + "]\n",
+		"reserved-memory: {0: " + strings.Repeat("1", 1<<20) + "Qi}\n",
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, "fuzz.yaml")
 		if err != nil {
+			assert.Less(t, len(err.Error()), 2*quote.MaxError, "errors quote bounded prefixes")
 			return
 		}
 		for _, ns := range cfg.ReservedNamespaces {
