@@ -9,7 +9,15 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
+
+// MaxAnnotationValue is the size limit of an annotation value the suite
+// reads, unless the reader of a key sets its own (WithMaxValue): a longer
+// value is refused before it is parsed. No value the suite's keys take comes
+// near it; Kubernetes allows 256 KiB for all of a pod's annotations.
+const MaxAnnotationValue = 4 << 10
 
 // Annotations looks up the suite's annotations for one container.
 //
@@ -22,12 +30,21 @@ import (
 type Annotations struct {
 	pod       map[string]string
 	container string
+	maxValue  int
 }
 
 // NewAnnotations looks up keys in podAnnotations for the container named
 // container (its Kubernetes name, see Identity.Container).
 func NewAnnotations(podAnnotations map[string]string, container string) Annotations {
-	return Annotations{pod: podAnnotations, container: container}
+	return Annotations{pod: podAnnotations, container: container, maxValue: MaxAnnotationValue}
+}
+
+// WithMaxValue is a with max bytes as the size limit of the values it
+// reads, for keys whose values are lists that may be longer than
+// MaxAnnotationValue.
+func (a Annotations) WithMaxValue(max int) Annotations {
+	a.maxValue = max
+	return a
 }
 
 // Keys returns the keys consulted for key, strongest first:
@@ -42,14 +59,55 @@ func (a Annotations) Keys(key string) []string {
 }
 
 // Lookup returns the value of the strongest key present (see Keys) and that
-// key. ok is false when none is present.
-func (a Annotations) Lookup(key string) (value, matched string, ok bool) {
+// key. ok is false when none is present. The error, an *AnnotationError,
+// refuses a value above the size limit, and any key under key+"/" other
+// than <key>/pod and <key>/container.<name> ("cpu.nri-suite.io/bogus"): it
+// can never apply, and ignoring it would hide a typo. A container.<name> key
+// for a container the pod may not have is not refused: NRI does not say
+// which containers a pod has.
+func (a Annotations) Lookup(key string) (value, matched string, ok bool, err error) {
+	if err := a.checkForms(key); err != nil {
+		return "", "", true, err
+	}
 	for _, k := range a.Keys(key) {
 		if v, ok := a.pod[k]; ok {
-			return v, k, true
+			return v, k, true, CheckSize(k, v, a.maxValue)
 		}
 	}
-	return "", "", false
+	return "", "", false, nil
+}
+
+// checkForms refuses the first key, in sorted order so that the error is
+// the same every time, under key+"/" that is not one of its forms.
+func (a Annotations) checkForms(key string) error {
+	var bad string
+	for k := range a.pod {
+		suffix, under := strings.CutPrefix(k, key+"/")
+		if !under || suffix == "pod" {
+			continue
+		}
+		if name, ok := strings.CutPrefix(suffix, "container."); ok && IsDNSLabel(name) {
+			continue
+		}
+		if bad == "" || k < bad {
+			bad = k
+		}
+	}
+	if bad == "" {
+		return nil
+	}
+	return &AnnotationError{Key: bad, Value: a.pod[bad], Want: fmt.Sprintf(
+		"a key of the form %s, %s/pod or %s/container.<name>, where <name> is a container's name (lowercase letters, digits and '-')",
+		key, key, key)}
+}
+
+// CheckSize refuses the value of the annotation key when it is longer than
+// max bytes, with an *AnnotationError that quotes only its beginning.
+func CheckSize(key, value string, max int) error {
+	if len(value) > max {
+		return &AnnotationError{Key: key, Value: value, Want: fmt.Sprintf("a value of at most %d bytes", max)}
+	}
+	return nil
 }
 
 // AnnotationError is a present annotation whose value could not be used.
@@ -60,8 +118,9 @@ type AnnotationError struct {
 	Err   error  // the parser's error, if one was involved
 }
 
+// Error quotes key and value at a bounded length (package quote).
 func (e *AnnotationError) Error() string {
-	return fmt.Sprintf("annotation %s=%q: want %s", e.Key, e.Value, e.Want)
+	return fmt.Sprintf("annotation %s=%s: want %s", quote.Bare(e.Key), quote.Value(e.Value), e.Want)
 }
 
 func (e *AnnotationError) Unwrap() error { return e.Err }
@@ -72,9 +131,9 @@ func (e *AnnotationError) Unwrap() error { return e.Err }
 // trailing newline.
 func parse[T any](a Annotations, key string, conv func(string) (T, string, error)) (T, bool, error) {
 	var zero T
-	raw, matched, ok := a.Lookup(key)
-	if !ok {
-		return zero, false, nil
+	raw, matched, ok, err := a.Lookup(key)
+	if err != nil || !ok {
+		return zero, ok, err
 	}
 	v, want, err := conv(strings.TrimSpace(raw))
 	if want != "" {
@@ -169,7 +228,7 @@ func (a Annotations) List(key string) (v []string, ok bool, err error) {
 func quoteAll(values []string) string {
 	quoted := make([]string, len(values))
 	for i, v := range values {
-		quoted[i] = strconv.Quote(v)
+		quoted[i] = quote.Value(v)
 	}
 	return strings.Join(quoted, ", ")
 }

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,18 +34,88 @@ func TestAnnotationsLookup(t *testing.T) {
 		{"bare alone", map[string]string{testKey: "bare"}, "web", "bare", testKey, true},
 		{"container alone", map[string]string{testKey + "/container.web": "c"}, "web", "c", testKey + "/container.web", true},
 		{"present but empty still matches", map[string]string{testKey + "/pod": "", testKey: "bare"}, "web", "", testKey + "/pod", true},
-		{"unnamed container consults no container key", map[string]string{testKey + "/container.": "x"}, "", "", "", false},
-		{"other keys do not match", map[string]string{"mem.nri-suite.io": "1", testKey + "/podx": "2", testKey + ".extra": "3"}, "web", "", "", false},
+		{"unnamed container consults no container key", map[string]string{testKey + "/container.web": "x"}, "", "", "", false},
+		{"other keys do not match", map[string]string{"mem.nri-suite.io": "1", testKey + "x/pod": "2", testKey + ".extra": "3"}, "web", "", "", false},
 		{"nil annotations", nil, "web", "", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			value, matched, ok := NewAnnotations(tt.annotations, tt.container).Lookup(testKey)
+			value, matched, ok, err := NewAnnotations(tt.annotations, tt.container).Lookup(testKey)
+			require.NoError(t, err)
 			require.Equal(t, tt.wantOK, ok)
 			assert.Equal(t, tt.wantValue, value)
 			assert.Equal(t, tt.wantMatched, matched)
 		})
 	}
+}
+
+// A key under the prefix in none of its forms can never apply: Lookup
+// refuses it, naming it, whatever else is present.
+func TestAnnotationsLookupRefusesUnknownForms(t *testing.T) {
+	wantForms := "want a key of the form cpu.nri-suite.io, cpu.nri-suite.io/pod or cpu.nri-suite.io/container.<name>, " +
+		"where <name> is a container's name (lowercase letters, digits and '-')"
+	for _, tc := range []struct {
+		name    string
+		keys    []string
+		wantKey string // "" for no error
+	}{
+		{"unknown suffix", []string{testKey + "/bogus"}, testKey + "/bogus"},
+		{"beside a valid key", []string{testKey + "/pod", testKey + "/bogus"}, testKey + "/bogus"},
+		{"empty suffix", []string{testKey + "/"}, testKey + "/"},
+		{"pod with more", []string{testKey + "/pod/x"}, testKey + "/pod/x"},
+		{"container without a name", []string{testKey + "/container."}, testKey + "/container."},
+		{"container name no container can have", []string{testKey + "/container.Web_1"}, testKey + "/container.Web_1"},
+		{"the first in order", []string{testKey + "/zz", testKey + "/aa"}, testKey + "/aa"},
+		{"another container's key", []string{testKey + "/container.sidecar"}, ""},
+		{"other prefixes are not looked at", []string{testKey + "x/bogus", "other.nri-suite.io/bogus"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := map[string]string{}
+			for _, k := range tc.keys {
+				pod[k] = "shared"
+			}
+			_, _, ok, err := NewAnnotations(pod, "web").Lookup(testKey)
+			if tc.wantKey == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.True(t, ok, "a refused key is present")
+			var aerr *AnnotationError
+			require.ErrorAs(t, err, &aerr)
+			assert.Equal(t, "annotation "+tc.wantKey+`="shared": `+wantForms, err.Error())
+		})
+	}
+}
+
+// A value above the size limit is refused before it is parsed, and the
+// error quotes only its beginning.
+func TestAnnotationsLookupSizeLimit(t *testing.T) {
+	at := strings.Repeat("a", MaxAnnotationValue)
+	_, _, _, err := NewAnnotations(map[string]string{testKey: at}, "web").Lookup(testKey)
+	assert.NoError(t, err, "a value at the limit is read")
+
+	huge := strings.Repeat("a", 1<<20)
+	for _, a := range []Annotations{
+		NewAnnotations(map[string]string{testKey + "/pod": huge}, "web"),
+		NewAnnotations(map[string]string{testKey + "/pod": at + "a"}, "web"),
+	} {
+		_, matched, ok, err := a.Lookup(testKey)
+		assert.True(t, ok)
+		assert.Equal(t, testKey+"/pod", matched)
+		var aerr *AnnotationError
+		require.ErrorAs(t, err, &aerr)
+		assert.Contains(t, err.Error(), "annotation cpu.nri-suite.io/pod=\"aaaa")
+		assert.Contains(t, err.Error(), fmt.Sprintf("bytes): want a value of at most %d bytes", MaxAnnotationValue))
+		assert.Less(t, len(err.Error()), 1024, "the error quotes a bounded prefix")
+		_, _, err = a.Bool(testKey)
+		assert.ErrorAs(t, err, &aerr, "every parser refuses it")
+	}
+
+	long := NewAnnotations(map[string]string{testKey: at + "a"}, "web").WithMaxValue(2 * MaxAnnotationValue)
+	_, _, _, err = long.Lookup(testKey)
+	assert.NoError(t, err, "a reader may set its own limit")
+	_, _, _, err = long.WithMaxValue(10).Lookup(testKey)
+	assert.ErrorContains(t, err, "want a value of at most 10 bytes")
 }
 
 func TestAnnotationsKeys(t *testing.T) {
@@ -192,7 +263,9 @@ func FuzzAnnotations(f *testing.F) {
 	f.Add("1m30s", "web", uint8(4))
 	f.Add("9223372036854775808", "x", uint8(3))
 	f.Add("1e309", "web", uint8(6))
-	f.Add("1e80000018", "0", uint8(6)) // once took 30 s to compare
+	f.Add("1e80000018", "0", uint8(6))                                 // once took 30 s to compare
+	f.Add(strings.Repeat("vendor.com/gpu=0,", 1<<16), "web", uint8(4)) // 1 MiB
+	f.Add("true", "Web_1", uint8(4))                                   // no container has that name
 	f.Fuzz(func(t *testing.T, value, container string, present uint8) {
 		// present picks which of the three keys hold value; the strongest wins.
 		keys := NewAnnotations(nil, container).Keys(testKey)
@@ -205,10 +278,6 @@ func FuzzAnnotations(f *testing.F) {
 			}
 		}
 		a := NewAnnotations(annotations, container)
-		_, matched, ok := a.Lookup(testKey)
-		require.Equal(t, strongest != "", ok)
-		require.Equal(t, strongest, matched)
-
 		check := func(name string, ok bool, err error) {
 			require.Equal(t, strongest != "", ok, name)
 			if err == nil {
@@ -219,6 +288,16 @@ func FuzzAnnotations(f *testing.F) {
 			assert.Equal(t, strongest, aerr.Key, name)
 			assert.Equal(t, value, aerr.Value, name)
 			assert.NotEmpty(t, aerr.Want, name)
+			assert.Less(t, len(err.Error()), 2048, "%s: the error quotes bounded prefixes", name)
+		}
+
+		_, matched, ok, err := a.Lookup(testKey)
+		check("lookup", ok, err)
+		if err == nil {
+			require.Equal(t, strongest, matched)
+		}
+		if strongest != "" && len(value) > MaxAnnotationValue {
+			require.Error(t, err, "a value above the limit is refused")
 		}
 
 		b, ok, err := a.Bool(testKey)

@@ -15,8 +15,12 @@
 //   - resources.go: CPU request and limit and memory request and limit
 //     inverted from cpu shares, CFS quota/period and memory settings.
 //   - annotations.go: the suite's annotation precedence
-//     (<key>/container.<name> > <key>/pod > <key>) and typed parsers whose
-//     errors name the key, the value and what was expected.
+//     (<key>/container.<name> > <key>/pod > <key>), the refusal of values
+//     above a size limit and of keys in none of those forms, and typed
+//     parsers whose errors name the key, the value (a bounded prefix of it)
+//     and what was expected.
+//   - names.go: RFC 1123 labels, the form of namespace and container names,
+//     for the configs that name namespaces.
 //   - container.go: all of the above for one container in one call.
 //
 // Everything here is pure: no I/O, no global state.

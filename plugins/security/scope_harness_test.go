@@ -32,7 +32,7 @@ seccomp:
 // only looks privileged is confined.
 func TestPrivileged(t *testing.T) {
 	n := startNode(t, nodeOptions{config: privilegedConfig})
-	lookAlike := map[string]string{"io.kubernetes.cri-o.Privileged": "true", "seccomp.nri-suite.io/privileged": "true"}
+	lookAlike := map[string]string{"io.kubernetes.cri-o.Privileged": "true", "privileged.nri-suite.io": "true"}
 	for _, tc := range []struct {
 		name, namespace string
 		privileged      bool

@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/plugins/security/config"
 )
 
@@ -60,7 +61,10 @@ func Choose(cfg config.Seccomp, scope config.Scope, id k8s.Identity, pod *api.Po
 	if privileged && onPrivileged == config.PrivilegedRefuse {
 		return Choice{}, fmt.Errorf("the container is privileged, and seccomp.privileged is refuse for %s", describe(scope))
 	}
-	value, key, named := k8s.NewAnnotations(pod.GetAnnotations(), id.Container).Lookup(AnnotationKey)
+	value, key, named, err := k8s.NewAnnotations(pod.GetAnnotations(), id.Container).Lookup(AnnotationKey)
+	if err != nil {
+		return Choice{}, err
+	}
 	if named {
 		name := strings.TrimSpace(value)
 		switch {
@@ -71,7 +75,7 @@ func Choose(cfg config.Seccomp, scope config.Scope, id k8s.Identity, pod *api.Po
 				Want: "no profile name: the plugin has no seccomp.profile-dir to find it in"}
 		case !cfg.MayName(scope.Namespace, name):
 			return Choice{}, &k8s.AnnotationError{Key: key, Value: value,
-				Want: fmt.Sprintf("a profile that seccomp.namespace-profiles lets namespace %q name", scope.Namespace)}
+				Want: fmt.Sprintf("a profile that seccomp.namespace-profiles lets namespace %s name", quote.Value(scope.Namespace))}
 		}
 		return Choice{Apply: true, Profile: name, Annotation: key, Complain: complain, Reason: "named by annotation " + key}, nil
 	}

@@ -111,7 +111,7 @@ func names(a k8s.Annotations, key string) ([]string, bool, error) {
 	if err != nil || !ok {
 		return nil, ok, err
 	}
-	raw, _, _ := a.Lookup(key)
+	raw, _, _, _ := a.Lookup(key)
 	seen := map[string]bool{}
 	for _, n := range list {
 		if !containerName.MatchString(n) {
@@ -141,7 +141,11 @@ func duration(a k8s.Annotations, key string, into *coord.Duration) error {
 func parseSidecar(a k8s.Annotations, name string) (coord.Sidecar, error) {
 	s := coord.Sidecar{Name: name, Ready: coord.Readiness{Kind: coord.ReadyProcess},
 		Timeout: coord.Duration(DefaultReadyTimeout), OnTimeout: DefaultOnTimeout}
-	if raw, key, ok := a.Lookup(Ready); ok {
+	raw, key, ok, err := a.Lookup(Ready)
+	if err != nil {
+		return s, err
+	}
+	if ok {
 		r, err := ParseReadiness(raw)
 		if err != nil {
 			return s, &k8s.AnnotationError{Key: key, Value: raw, Want: err.Error()}
