@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
@@ -221,6 +222,21 @@ devices:
 			name: "malformed annotation", annotations: "    devices.noderesource.dev: 'path: /dev/full'",
 			want: []string{"annotation devices.noderesource.dev=", "a YAML list of devices"},
 		},
+		{
+			// Was echoed whole, three times over, into the runtime's error.
+			name: "CDI name of a megabyte", annotations: "    cdi-devices.nri-suite.io: example.com/dev=" + strings.Repeat("n", 1<<20),
+			want: []string{`annotation cdi-devices.nri-suite.io="example.com/dev=nnnn`, "…(1048592 bytes): want a value of at most 16384 bytes"},
+		},
+		{
+			name: "standard annotation above the size limit", annotations: "    cdi.k8s.io/claim: " + strings.Repeat("example.com/dev=null,", 1000) + "example.com/dev=null",
+			want: []string{`annotation cdi.k8s.io/claim="example.com/dev=null,`, "want a value of at most 16384 bytes"},
+		},
+		{
+			// Was ignored: the container came out without the device.
+			name: "unknown annotation suffix", annotations: "    cdi-devices.nri-suite.io/containers.app: example.com/dev=null",
+			want: []string{`annotation cdi-devices.nri-suite.io/containers.app="example.com/dev=null"`,
+				"want a key of the form cdi-devices.nri-suite.io, cdi-devices.nri-suite.io/pod or cdi-devices.nri-suite.io/container.<name>"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			specs := map[string]string{"example.yaml": exampleSpec}
@@ -239,6 +255,7 @@ devices:
 			for _, want := range tc.want {
 				assert.Contains(t, err.Error(), want)
 			}
+			assert.Less(t, len(err.Error()), 4096, "the runtime gets a bounded error")
 		})
 	}
 }

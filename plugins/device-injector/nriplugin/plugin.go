@@ -25,6 +25,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/locality"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
@@ -153,6 +154,10 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	inj, err := p.inject(cfg, mode, pod, ctr, id)
 	if err != nil {
 		reason := failureReason(err)
+		// The paths and names it quotes are the pod's, as long as its
+		// annotations (request.MaxValue), and the CDI cache's spec errors
+		// are as long as the specs make them.
+		err = quote.Error(err)
 		p.metrics.failures.WithLabelValues(reason).Inc()
 		p.log.WithFields(id.Fields()).WithField("reason", reason).WithError(err).Info("refused container")
 		return nil, nil, fmt.Errorf("device-injector: container %s: %w", id, err)

@@ -20,7 +20,13 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
+
+// MaxValue is the size limit of the value of each key the device-injector
+// reads: its values are lists, longer than k8s.MaxAnnotationValue allows for
+// a pod that asks for many devices (a hundred CDI names, fifty device nodes).
+const MaxValue = 16 << 10
 
 // The annotation keys, as bare prefixes (see family for the forms).
 const (
@@ -86,21 +92,20 @@ func (r Request) Empty() bool {
 // the sample injector.
 type family []string
 
-// lookup returns the value and key of the strongest key of f present.
-func (f family) lookup(pod map[string]string, container string) (value, key string, ok bool) {
-	a := k8s.NewAnnotations(pod, container)
-	levels := make([][]string, len(f))
-	for i, prefix := range f {
-		levels[i] = a.Keys(prefix)
-	}
-	for level := range levels[0] {
-		for i := range f {
-			if v, found := pod[levels[i][level]]; found {
-				return v, levels[i][level], true
-			}
+// lookup returns the value and key of the strongest key of f present, or
+// the error of the first prefix whose keys k8s.Annotations refuses.
+func (f family) lookup(a k8s.Annotations) (value, key string, ok bool, err error) {
+	best := -1
+	for _, prefix := range f {
+		v, k, found, err := a.Lookup(prefix)
+		if err != nil {
+			return "", "", true, err
+		}
+		if level := slices.Index(a.Keys(prefix), k); found && (best < 0 || level < best) {
+			value, key, best = v, k, level
 		}
 	}
-	return "", "", false
+	return value, key, best >= 0, nil
 }
 
 // Parse reads the request of the container named container from its pod's
@@ -108,6 +113,12 @@ func (f family) lookup(pod map[string]string, container string) (value, key stri
 func Parse(pod map[string]string, container string) (Request, error) {
 	var r Request
 	var errs []error
+	a := k8s.NewAnnotations(pod, container).WithMaxValue(MaxValue)
+	lookup := func(f family) (string, string, bool) {
+		v, key, ok, err := f.lookup(a)
+		errs = append(errs, err)
+		return v, key, ok && err == nil
+	}
 	add := func(names []string, key string) {
 		for _, n := range names {
 			if !slices.ContainsFunc(r.CDI, func(c CDI) bool { return c.Name == n }) {
@@ -116,7 +127,7 @@ func Parse(pod map[string]string, container string) (Request, error) {
 		}
 	}
 
-	if v, key, ok := (family{KeyCDI}).lookup(pod, container); ok {
+	if v, key, ok := lookup(family{KeyCDI}); ok {
 		names, err := ParseCDIList(v)
 		errs = appendErr(errs, key, v, err)
 		add(names, key)
@@ -126,13 +137,13 @@ func Parse(pod map[string]string, container string) (Request, error) {
 	for _, s := range standard {
 		add(s.names, s.key)
 	}
-	if v, key, ok := (family{KeySampleCDI, KeySampleCDIOld}).lookup(pod, container); ok {
+	if v, key, ok := lookup(family{KeySampleCDI, KeySampleCDIOld}); ok {
 		names, err := ParseCDIYAML(v)
 		errs = appendErr(errs, key, v, err)
 		add(names, key)
 	}
 	for _, f := range []family{{KeyDevices}, {KeySampleDevices, KeySampleDevicesOld}} {
-		if v, key, ok := f.lookup(pod, container); ok {
+		if v, key, ok := lookup(f); ok {
 			devs, err := ParseDevices(v)
 			errs = appendErr(errs, key, v, err)
 			for _, d := range devs {
@@ -141,7 +152,7 @@ func Parse(pod map[string]string, container string) (Request, error) {
 			}
 		}
 	}
-	if v, key, ok := (family{KeySampleMounts, KeySampleMountsOld}).lookup(pod, container); ok {
+	if v, key, ok := lookup(family{KeySampleMounts, KeySampleMountsOld}); ok {
 		mounts, err := ParseMounts(v)
 		errs = appendErr(errs, key, v, err)
 		for _, m := range mounts {
@@ -162,7 +173,10 @@ type Error struct {
 	Err   error  // what was wrong and what was expected
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("annotation %s=%q: %v", e.Key, e.Value, e.Err) }
+// Error quotes key and value at a bounded length (package quote).
+func (e *Error) Error() string {
+	return fmt.Sprintf("annotation %s=%s: %v", quote.Bare(e.Key), quote.Value(e.Value), e.Err)
+}
 
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -194,10 +208,14 @@ func standardCDI(pod map[string]string, container string) ([]standardRequest, er
 		if name, scoped := strings.CutPrefix(suffix, "container."); scoped && name != container {
 			continue
 		}
+		if err := k8s.CheckSize(key, value, MaxValue); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		_, names, err := cdi.ParseAnnotations(map[string]string{key: value})
 		if err != nil {
 			errs = append(errs, &Error{Key: key, Value: value,
-				Err: fmt.Errorf("expected comma-separated CDI names such as vendor.com/gpu=0: %w", err)})
+				Err: fmt.Errorf("expected comma-separated CDI names such as vendor.com/gpu=0: %w", quote.Error(err))})
 			continue
 		}
 		out = append(out, standardRequest{key: key, names: names})
@@ -241,7 +259,7 @@ func ParseCDIYAML(value string) ([]string, error) {
 
 func checkCDIName(n string) error {
 	if _, _, _, err := parser.ParseQualifiedName(n); err != nil {
-		return fmt.Errorf("CDI name %q: expected vendor.com/class=name: %w", n, err)
+		return fmt.Errorf("CDI name %s: expected vendor.com/class=name: %w", quote.Value(n), quote.Error(err))
 	}
 	return nil
 }
@@ -266,16 +284,16 @@ func (d Device) check() error {
 		return err
 	}
 	if d.Type != "" && d.Type != "c" && d.Type != "b" {
-		return fmt.Errorf("%s: type %q: expected c (char) or b (block)", d.Path, d.Type)
+		return fmt.Errorf("%s: type %s: expected c (char) or b (block)", quote.Bare(d.Path), quote.Value(d.Type))
 	}
 	if (d.Major == nil) != (d.Minor == nil) {
-		return fmt.Errorf("%s: expected major and minor together, or neither", d.Path)
+		return fmt.Errorf("%s: expected major and minor together, or neither", quote.Bare(d.Path))
 	}
 	if d.Major != nil && (*d.Major < 0 || *d.Minor < 0) {
-		return fmt.Errorf("%s: major %d, minor %d: expected numbers >= 0", d.Path, *d.Major, *d.Minor)
+		return fmt.Errorf("%s: major %d, minor %d: expected numbers >= 0", quote.Bare(d.Path), *d.Major, *d.Minor)
 	}
 	if d.FileMode != nil && *d.FileMode&^0o777 != 0 {
-		return fmt.Errorf("%s: file_mode %#o: expected permission bits only (at most 0o777)", d.Path, *d.FileMode)
+		return fmt.Errorf("%s: file_mode %#o: expected permission bits only (at most 0o777)", quote.Bare(d.Path), *d.FileMode)
 	}
 	return nil
 }
@@ -317,11 +335,12 @@ func (m Mount) check() error {
 		return m.Destination == dir || strings.HasPrefix(m.Destination, dir+"/")
 	}) {
 		return fmt.Errorf("destination %s: expected a path outside / itself and %s, which the runtime sets up",
-			m.Destination, strings.Join(runtimeDirs, ", "))
+			quote.Bare(m.Destination), strings.Join(runtimeDirs, ", "))
 	}
 	bind := m.Type == "bind" || m.Type == "" && (slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind"))
 	if !bind {
-		return fmt.Errorf("type %q with options %v: expected a bind mount (type bind, or options with bind or rbind) of a host path", m.Type, m.Options)
+		return fmt.Errorf("type %s with options %s: expected a bind mount (type bind, or options with bind or rbind) of a host path",
+			quote.Value(m.Type), quote.Bare(fmt.Sprint(m.Options)))
 	}
 	return nil
 }
@@ -330,7 +349,7 @@ func (m Mount) check() error {
 // a trailing `/`); what names the field, example is one that would do.
 func checkPath(what, p, example string) error {
 	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-		return fmt.Errorf("%s %q: expected a clean absolute path such as %s", what, p, example)
+		return fmt.Errorf("%s %s: expected a clean absolute path such as %s", what, quote.Value(p), example)
 	}
 	return nil
 }
@@ -344,7 +363,7 @@ func decodeYAML(value string, out any, want string) error {
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("empty value: expected %s", want)
 		}
-		return fmt.Errorf("expected %s: %w", want, err)
+		return fmt.Errorf("expected %s: %w", want, quote.Error(err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {

@@ -8,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -184,6 +187,69 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// Values the parsers accept but that are long come back quoted at a bounded
+// length, even where the CDI and YAML libraries quote them whole.
+func TestParseErrorsAreBounded(t *testing.T) {
+	longName := "a.com/gpu=" + strings.Repeat("x!", 5000) // within MaxValue, not a CDI name
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        []string
+	}{
+		{"suite CDI name", map[string]string{KeyCDI: longName}, []string{`CDI name "a.com/gpu=x!x!`, "…(10010 bytes)"}},
+		{"sample CDI name", map[string]string{KeySampleCDI: "[" + longName + "]"}, []string{`CDI name "a.com/gpu=x!x!`}},
+		{"standard CDI name", map[string]string{"cdi.k8s.io/x": longName}, []string{"comma-separated CDI names", "bytes)"}},
+		{"device path", map[string]string{KeyDevices: "- path: /" + strings.Repeat("d/", 5000) + "..\n"}, []string{`path "/d/d/`}},
+		{"device unknown field", map[string]string{KeyDevices: "- path: /dev/x\n  ? " + strings.Repeat("k", 10000) + "\n  : 1\n"},
+			[]string{"field kkkk", "bytes)"}},
+		{"mount options", map[string]string{KeySampleMounts: "- {source: /a, destination: /x, options: [" + strings.Repeat("ro,", 3000) + "ro]}"},
+			[]string{"with options [ro ro", "expected a bind mount"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.annotations, "app")
+			var annErr *Error
+			require.ErrorAs(t, err, &annErr)
+			for _, want := range tc.want {
+				assert.Contains(t, err.Error(), want)
+			}
+			assert.Less(t, len(err.Error()), 2*quote.MaxError, "the error quotes bounded prefixes")
+		})
+	}
+}
+
+// What k8s.Annotations refuses, the device-injector refuses: a key in none of
+// the suite's forms, under each prefix it reads, and a value above MaxValue,
+// the standard key's included.
+func TestParseRefusesUnknownKeysAndLongValues(t *testing.T) {
+	huge := strings.Repeat("a.com/gpu=0,", 1<<16)
+	within := strings.Repeat("a.com/gpu=0,", (MaxValue-len("a.com/gpu=0"))/12) + "a.com/gpu=0"
+	_, err := Parse(map[string]string{KeyCDI: within, "cdi.k8s.io/x": within}, "app")
+	require.NoError(t, err, "values up to MaxValue are read")
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		key, want   string
+	}{
+		{"suite unknown suffix", map[string]string{KeyCDI + "/bogus": "a.com/gpu=0"}, KeyCDI + "/bogus", "want a key of the form cdi-devices.nri-suite.io,"},
+		{"devices unknown suffix", map[string]string{KeyDevices + "/containers.app": "- path: /dev/fuse"}, KeyDevices + "/containers.app", "want a key of the form devices.nri-suite.io,"},
+		{"sample unknown suffix", map[string]string{KeySampleMounts + "/pod/app": "[]"}, KeySampleMounts + "/pod/app", "want a key of the form mounts.noderesource.dev,"},
+		{"old sample unknown suffix", map[string]string{KeySampleDevicesOld + "/": "[]", KeySampleDevices: "[]"}, KeySampleDevicesOld + "/", "want a key of the form devices.nri.io,"},
+		{"suite value above the limit", map[string]string{KeyCDI + "/container.app": huge}, KeyCDI + "/container.app", "want a value of at most 16384 bytes"},
+		{"standard value above the limit", map[string]string{"cdi.k8s.io/x": huge}, "cdi.k8s.io/x", "want a value of at most 16384 bytes"},
+		{"sample value above the limit", map[string]string{KeySampleCDIOld + "/pod": strings.Repeat("x", MaxValue+1)}, KeySampleCDIOld + "/pod", "want a value of at most 16384 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.annotations, "app")
+			var annErr *k8s.AnnotationError
+			require.ErrorAs(t, err, &annErr)
+			assert.Equal(t, tc.key, annErr.Key)
+			assert.Contains(t, err.Error(), "annotation "+tc.key+"=")
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Less(t, len(err.Error()), 2*quote.MaxError, "the error quotes a bounded prefix")
+		})
+	}
+}
+
 // The fuzz targets check that no value makes a parser panic, and that what
 // a parser accepts is what the rest of the plugin relies on.
 
@@ -267,9 +333,11 @@ func FuzzParseMounts(f *testing.F) {
 
 // FuzzParse feeds one value to every key at once, the standard one included.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"a.com/gpu=0", "[a.com/gpu=0]", "- path: /dev/null", "- {source: /a, destination: /b}", "", "a.com/gpu=0,bad"} {
+	for _, s := range []string{"a.com/gpu=0", "[a.com/gpu=0]", "- path: /dev/null", "- {source: /a, destination: /b}", "", "a.com/gpu=0,bad",
+		"a.com/gpu=" + strings.Repeat("x", 1<<20), "[a.com/gpu=" + strings.Repeat("é", MaxValue/4) + "]"} {
 		f.Add("app", s)
 	}
+	f.Add("App_1", "a.com/gpu=0") // a container name no container has
 	f.Fuzz(func(t *testing.T, container, value string) {
 		r, err := Parse(map[string]string{
 			KeyCDI + "/container." + container: value,
@@ -280,7 +348,10 @@ func FuzzParse(f *testing.F) {
 		}, container)
 		if err != nil {
 			var annErr *Error
-			assert.True(t, errors.As(err, &annErr), "errors name the annotation: %v", err)
+			var k8sErr *k8s.AnnotationError
+			assert.True(t, errors.As(err, &annErr) || errors.As(err, &k8sErr), "errors name the annotation: %v", err)
+			// At most one error a key, each quoting bounded prefixes.
+			assert.Less(t, len(err.Error()), 5*2*quote.MaxError, "errors are bounded")
 			return
 		}
 		seen := map[string]bool{}
