@@ -232,24 +232,38 @@ func TestAnnotations(t *testing.T) {
 
 func TestRejectedCreationsFailWithClearErrors(t *testing.T) {
 	tests := []struct {
-		name string
-		file string
-		want []string
+		name        string
+		file        string
+		annotations map[string]string // on guaranteed-4cpu.yaml, when file is empty
+		want        []string
 	}{
-		{"more CPUs than the machine has", "too-big.yaml", []string{"topology-aware", "default/too-big/app", "16"}},
-		{"unknown annotation value", "bad-annotation.yaml",
+		{"more CPUs than the machine has", "too-big.yaml", nil, []string{"topology-aware", "default/too-big/app", "16"}},
+		{"unknown annotation value", "bad-annotation.yaml", nil,
 			[]string{"topology-aware", "default/bad-annotation/app", "cpu.nri-suite.io/container.app", `"exclusive"`, `"require-isolated"`}},
+		// Without the refusal the key is ignored and the container is
+		// granted exclusive CPUs it was meant not to have.
+		{"unknown annotation suffix", "", map[string]string{"cpu.nri-suite.io/bogus": "shared"},
+			[]string{"topology-aware", "default/annotated/app", `annotation cpu.nri-suite.io/bogus="shared"`,
+				"want a key of the form cpu.nri-suite.io, cpu.nri-suite.io/pod or cpu.nri-suite.io/container.<name>"}},
+		{"annotation above the size limit", "", map[string]string{"memory.nri-suite.io/pod": strings.Repeat("include-cpuless", 1<<16)},
+			[]string{"topology-aware", "default/annotated/app", `annotation memory.nri-suite.io/pod="include-cpuless`,
+				"…(983040 bytes): want a value of at most 4096 bytes"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			n := startNode(t, "smt-2s-12c-interleaved", nodeOptions{})
 			idle := n.rt.RunPod(t, pod(t, "besteffort.yaml")).Container("idle")
 			before := cpus(t, idle)
-			err := n.rt.StartPod(n.rt.NewPod(t, pod(t, tc.file)))
+			manifest := guaranteedPod(t, "annotated", "4", tc.annotations)
+			if tc.file != "" {
+				manifest = pod(t, tc.file)
+			}
+			err := n.rt.StartPod(n.rt.NewPod(t, manifest))
 			require.Error(t, err)
 			for _, want := range tc.want {
 				assert.Contains(t, err.Error(), want)
 			}
+			assert.Less(t, len(err.Error()), 4096, "the runtime gets a bounded error")
 			assert.Equal(t, before.String(), cpus(t, idle).String(), "a refused request changes nothing")
 		})
 	}

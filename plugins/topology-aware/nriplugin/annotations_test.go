@@ -2,6 +2,7 @@ package nriplugin
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,6 +54,12 @@ func TestParseAnnotationsErrors(t *testing.T) {
 		{"case matters", map[string]string{"cpu.nri-suite.io": "Shared"}, "cpu.nri-suite.io", "Shared", `"shared"`},
 		{"unknown memory value", map[string]string{"memory.nri-suite.io/pod": "hbm"},
 			"memory.nri-suite.io/pod", "hbm", `"cpu-nodes", "include-cpuless"`},
+		{"unknown cpu suffix", map[string]string{"cpu.nri-suite.io/bogus": "shared", "cpu.nri-suite.io/pod": "reserved"},
+			"cpu.nri-suite.io/bogus", "shared", "want a key of the form cpu.nri-suite.io, cpu.nri-suite.io/pod or cpu.nri-suite.io/container.<name>"},
+		{"unknown memory suffix", map[string]string{"memory.nri-suite.io/containers.app": "include-cpuless"},
+			"memory.nri-suite.io/containers.app", "include-cpuless", "want a key of the form memory.nri-suite.io,"},
+		{"cpu value above the limit", map[string]string{"cpu.nri-suite.io": strings.Repeat("shared,", 1<<17)},
+			"cpu.nri-suite.io", strings.Repeat("shared,", 1<<17), "…(917504 bytes): want a value of at most 4096 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,6 +69,7 @@ func TestParseAnnotationsErrors(t *testing.T) {
 			assert.Equal(t, tc.key, annErr.Key)
 			assert.Equal(t, tc.value, annErr.Value)
 			assert.Contains(t, err.Error(), tc.want)
+			assert.Less(t, len(err.Error()), 2048, "the error quotes a bounded prefix")
 		})
 	}
 }
@@ -69,6 +77,7 @@ func TestParseAnnotationsErrors(t *testing.T) {
 func FuzzParseAnnotations(f *testing.F) {
 	for _, seed := range [][2]string{
 		{"shared", ""}, {"require-isolated", "include-cpuless"}, {"auto", "cpu-nodes"}, {"bogus", ""}, {"", "x"},
+		{strings.Repeat("x", 1<<20), ""}, {"shared", strings.Repeat("\xff", 1<<20)},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -86,6 +95,7 @@ func FuzzParseAnnotations(f *testing.F) {
 			if !errors.As(err, &annErr) {
 				t.Fatalf("untyped error %v", err)
 			}
+			assert.Less(t, len(err.Error()), 2048, "the error quotes a bounded prefix")
 			return
 		}
 		if !allowed[prefs.CPU] {
