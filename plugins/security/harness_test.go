@@ -194,6 +194,10 @@ func TestSeccomp(t *testing.T) {
 		{name: "escape", namespace: "default", annotations: map[string]string{"seccomp.nri-suite.io/pod": "../etc/x.json"},
 			wantErr:   `annotation seccomp.nri-suite.io/pod="../etc/x.json"`,
 			wantCause: `invalid seccomp profile name "../etc/x.json": contains ".."`},
+		// Was ignored: the container ran with the default profile, not the one it named.
+		{name: "unknown-suffix", namespace: "default", annotations: map[string]string{"seccomp.nri-suite.io/containers.app": "deny-mkdir.json"},
+			wantErr:   `security rule seccomp refused container default/unknown-suffix/app: annotation seccomp.nri-suite.io/containers.app="deny-mkdir.json": `,
+			wantCause: "want a key of the form seccomp.nri-suite.io, seccomp.nri-suite.io/pod or seccomp.nri-suite.io/container.<name>"},
 		{name: "missing-audited", namespace: "audited", annotations: map[string]string{named: "nope.json"},
 			wantLog: "audit: would refuse the container"},
 		{name: "unconfined-audited", namespace: "audited", wantLog: "audit: would apply the seccomp profile"},

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/plugins/security/config"
 	"github.com/nri-suite/nri-suite/plugins/security/hostns"
 	"github.com/nri-suite/nri-suite/plugins/security/privileged"
@@ -276,9 +277,9 @@ func (p *Plugin) checkTolerateMissingPlugins(id k8s.Identity, scope config.Scope
 	}
 	slices.Sort(keys)
 	return p.judge(config.RuleTolerateMissingPlugins, mode, "", id, fmt.Errorf(
-		"annotation %s=%q would let the pod start without the security plugin (containerd's required-plugins validator): "+
+		"annotation %s=%s would let the pod start without the security plugin (containerd's required-plugins validator): "+
 			"it is allowed in static pods and where rules.%s is off only",
-		keys[0], pod.GetAnnotations()[keys[0]], config.RuleTolerateMissingPlugins))
+		quote.Bare(keys[0]), quote.Value(pod.GetAnnotations()[keys[0]]), config.RuleTolerateMissingPlugins))
 }
 
 // confine returns the seccomp policy to give the container (nil for none)

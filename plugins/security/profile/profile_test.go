@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/plugins/security/config"
 )
 
@@ -121,6 +123,19 @@ func TestChooseErrors(t *testing.T) {
 	require.ErrorAs(t, err, &annErr)
 	assert.Equal(t, `annotation seccomp.nri-suite.io="team-a/strict.json": want a profile that seccomp.namespace-profiles lets namespace "default" name`, err.Error())
 
+	// A key that can never apply and a value above the limit are refused
+	// rather than leaving the container on the default profile.
+	pod = &api.PodSandbox{Annotations: map[string]string{"seccomp.nri-suite.io/privileged": "true"}}
+	_, err = Choose(cfg, scopeOf(id), id, pod, container(unconfined, nil), false)
+	require.ErrorAs(t, err, &annErr)
+	assert.Equal(t, `annotation seccomp.nri-suite.io/privileged="true": want a key of the form seccomp.nri-suite.io, `+
+		`seccomp.nri-suite.io/pod or seccomp.nri-suite.io/container.<name>, where <name> is a container's name (lowercase letters, digits and '-')`, err.Error())
+	pod = &api.PodSandbox{Annotations: map[string]string{"seccomp.nri-suite.io/container.app": strings.Repeat("a/", 1<<19)}}
+	_, err = Choose(cfg, scopeOf(id), id, pod, container(unconfined, nil), false)
+	require.ErrorAs(t, err, &annErr)
+	assert.Contains(t, err.Error(), `annotation seccomp.nri-suite.io/container.app="a/a/a/`)
+	assert.Contains(t, err.Error(), "…(1048576 bytes): want a value of at most 4096 bytes")
+
 	tenant := k8s.Identity{Namespace: "tenants", Pod: "web", Container: "app"}
 	_, err = Choose(cfg, scopeOf(tenant), tenant, &api.PodSandbox{}, container(unconfined, nil), true)
 	assert.EqualError(t, err, `the container is privileged, and seccomp.privileged is refuse for namespace "tenants"`)
@@ -130,6 +145,7 @@ func FuzzChoose(f *testing.F) {
 	for _, seed := range []struct{ key, value string }{
 		{"seccomp.nri-suite.io/container.app", "deny-mkdir.json"}, {"seccomp.nri-suite.io/pod", ""},
 		{"seccomp.nri-suite.io", "../etc/passwd"}, {"seccomp.nri-suite.io/container.", "/abs.json"}, {"other", "x"},
+		{"seccomp.nri-suite.io/pod", strings.Repeat("x.json", 1<<17)}, {"seccomp.nri-suite.io/" + strings.Repeat("k", 1<<20), "a.json"},
 	} {
 		f.Add(seed.key, seed.value, int32(1))
 	}
@@ -139,7 +155,8 @@ func FuzzChoose(f *testing.F) {
 		ctr := container(&api.SecurityProfile{ProfileType: api.SecurityProfile_ProfileType(profileType)}, nil)
 		got, err := Choose(cfg, scopeOf(id), id, pod, ctr, false)
 		if err != nil {
-			assert.Contains(t, err.Error(), key, "the error names the annotation")
+			assert.Contains(t, err.Error(), quote.Bare(key), "the error names the annotation")
+			assert.Less(t, len(err.Error()), 2048, "the error quotes bounded prefixes")
 			return
 		}
 		if got.Annotation != "" {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // maxNameLen bounds a profile name; names come from annotations.
@@ -16,7 +18,7 @@ func validateName(name string) error {
 	if reason == "" {
 		return nil
 	}
-	return fmt.Errorf("%w %q: %s", ErrInvalidName, name, reason)
+	return fmt.Errorf("%w %s: %s", ErrInvalidName, quote.Value(name), reason)
 }
 
 func nameProblem(name string) string {
