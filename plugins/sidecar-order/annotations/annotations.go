@@ -18,14 +18,16 @@ package annotations
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"path"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/plugins/sidecar-order/coord"
 )
 
@@ -50,9 +52,6 @@ const (
 	DefaultStopGrace    = 5 * time.Second
 )
 
-// containerName is what Kubernetes accepts as a container name (a DNS label).
-var containerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-
 // Parse returns the pod's spec, or nil when the pod has no sidecars
 // annotation (the plugin leaves such pods alone). An error names the key,
 // the value and what was expected.
@@ -74,7 +73,7 @@ func Parse(podAnnotations map[string]string) (*coord.Pod, error) {
 		for _, s := range sidecars {
 			if m == s {
 				return nil, &k8s.AnnotationError{Key: Mains, Value: podAnnotations[Mains],
-					Want: fmt.Sprintf("containers that are not sidecars, but %q is also in %s", m, Sidecars)}
+					Want: fmt.Sprintf("containers that are not sidecars, but %s is also in %s", quote.Value(m), Sidecars)}
 			}
 		}
 	}
@@ -99,7 +98,7 @@ func Parse(podAnnotations map[string]string) (*coord.Pod, error) {
 		}
 		p.Sidecars = append(p.Sidecars, s)
 	}
-	if err := unknownSidecarKeys(podAnnotations, sidecars); err != nil {
+	if err := unknownKeys(podAnnotations, sidecars); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -111,16 +110,16 @@ func names(a k8s.Annotations, key string) ([]string, bool, error) {
 	if err != nil || !ok {
 		return nil, ok, err
 	}
-	raw, _, _, _ := a.Lookup(key)
+	raw, matched, _, _ := a.Lookup(key)
 	seen := map[string]bool{}
 	for _, n := range list {
-		if !containerName.MatchString(n) {
-			return nil, true, &k8s.AnnotationError{Key: key, Value: raw,
-				Want: fmt.Sprintf("container names (lowercase letters, digits and '-', at most 63), but %q is not one", n)}
+		if !k8s.IsDNSLabel(n) {
+			return nil, true, &k8s.AnnotationError{Key: matched, Value: raw,
+				Want: fmt.Sprintf("container names (lowercase letters, digits and '-', at most 63), but %s is not one", quote.Value(n))}
 		}
 		if seen[n] {
-			return nil, true, &k8s.AnnotationError{Key: key, Value: raw,
-				Want: fmt.Sprintf("distinct container names, but %q appears twice", n)}
+			return nil, true, &k8s.AnnotationError{Key: matched, Value: raw,
+				Want: fmt.Sprintf("distinct container names, but %s appears twice", quote.Value(n))}
 		}
 		seen[n] = true
 	}
@@ -163,27 +162,56 @@ func parseSidecar(a k8s.Annotations, name string) (coord.Sidecar, error) {
 	return s, nil
 }
 
-// unknownSidecarKeys refuses a per-container key that names no sidecar: it
-// is almost certainly a typo, and silently ignoring it would leave a sidecar
-// with the default readiness.
-func unknownSidecarKeys(podAnnotations map[string]string, sidecars []string) error {
-	for key, value := range podAnnotations {
-		for _, prefix := range []string{Ready, ReadyTimeout, OnTimeout} {
-			name, ok := strings.CutPrefix(key, prefix+"/container.")
-			if !ok {
-				continue
+// domain is what the plugin owns: every key in it is one of the keys above.
+const domain = "sidecar-order.nri-suite.io"
+
+var (
+	podKeys     = []string{Sidecars, Mains, StopAfterMains, HoldTimeout, StopGrace}
+	sidecarKeys = []string{Ready, ReadyTimeout, OnTimeout}
+)
+
+// unknownKeys refuses, in key order so that the error is the same every
+// time, a key of the plugin's domain that can never apply: almost certainly
+// a typo, which silently ignored would leave a sidecar with the default
+// readiness or timeout. Those are a key that is none of the plugin's (a
+// misspelt readiness.sidecar-order.nri-suite.io), a container key of a
+// pod-level key, and a container key for a name not listed in Sidecars (the
+// list is the pod's, so that one is knowable). What k8s.Annotations refuses
+// of each key's forms it refuses as the keys are read.
+func unknownKeys(podAnnotations map[string]string, sidecars []string) error {
+	for _, key := range slices.Sorted(maps.Keys(podAnnotations)) {
+		if host, _, _ := strings.Cut(key, "/"); host != domain && !strings.HasSuffix(host, "."+domain) {
+			continue
+		}
+		refuse := func(want string) error {
+			return &k8s.AnnotationError{Key: key, Value: podAnnotations[key], Want: want}
+		}
+		base, name, isContainer := cutContainer(key)
+		switch {
+		case slices.Contains(sidecarKeys, base):
+			if isContainer && !slices.Contains(sidecars, name) {
+				return refuse(fmt.Sprintf("a key for a sidecar listed in %s (%s), but %s is not listed",
+					Sidecars, strings.Join(sidecars, ","), quote.Value(name)))
 			}
-			known := false
-			for _, s := range sidecars {
-				known = known || s == name
+		case slices.Contains(podKeys, base):
+			if isContainer {
+				return refuse(fmt.Sprintf("%s or %s/pod: the key is for the whole pod", base, base))
 			}
-			if !known {
-				return &k8s.AnnotationError{Key: key, Value: value,
-					Want: fmt.Sprintf("a key for a sidecar listed in %s (%s), but %q is not listed", Sidecars, strings.Join(sidecars, ","), name)}
-			}
+		default:
+			return refuse(fmt.Sprintf("one of the plugin's keys: %s, or %s with /pod or /container.<sidecar>",
+				strings.Join(podKeys, ", "), strings.Join(sidecarKeys, ", ")))
 		}
 	}
 	return nil
+}
+
+// cutContainer splits <base>/container.<name>; any other key is its own base
+// without its /pod form.
+func cutContainer(key string) (base, name string, isContainer bool) {
+	if i := strings.LastIndex(key, "/container."); i >= 0 {
+		return key[:i], key[i+len("/container."):], true
+	}
+	return strings.TrimSuffix(key, "/pod"), "", false
 }
 
 // readinessForms is what ParseReadiness accepts, for error messages.

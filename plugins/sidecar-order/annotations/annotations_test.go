@@ -2,6 +2,7 @@ package annotations_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,19 @@ func TestParseErrors(t *testing.T) {
 			`annotation stop-after-mains.sidecar-order.nri-suite.io="yes": want a boolean`},
 		{"bad grace", map[string]string{annotations.Sidecars: "proxy", annotations.StopGrace: "-1s"},
 			`annotation stop-grace.sidecar-order.nri-suite.io="-1s": want a non-negative duration`},
+		// Keys that can never apply.
+		{"unknown suffix", map[string]string{annotations.Sidecars: "proxy", annotations.Ready + "/containers.proxy": "process"},
+			`annotation ready.sidecar-order.nri-suite.io/containers.proxy="process": want a key of the form ready.sidecar-order.nri-suite.io, ready.sidecar-order.nri-suite.io/pod or ready.sidecar-order.nri-suite.io/container.<name>`},
+		{"unknown suffix of the list", map[string]string{annotations.Sidecars: "proxy", annotations.Sidecars + "/bogus": "x"},
+			`annotation sidecar-order.nri-suite.io/sidecars/bogus="x": want a key of the form sidecar-order.nri-suite.io/sidecars,`},
+		{"unknown key of the plugin", map[string]string{annotations.Sidecars: "proxy", "sidecar-order.nri-suite.io/main": "app"},
+			`annotation sidecar-order.nri-suite.io/main="app": want one of the plugin's keys: sidecar-order.nri-suite.io/sidecars, sidecar-order.nri-suite.io/mains, stop-after-mains.sidecar-order.nri-suite.io, hold-timeout.sidecar-order.nri-suite.io, stop-grace.sidecar-order.nri-suite.io, or ready.sidecar-order.nri-suite.io, ready-timeout.sidecar-order.nri-suite.io, on-timeout.sidecar-order.nri-suite.io with /pod or /container.<sidecar>`},
+		{"misspelt key of the plugin", map[string]string{annotations.Sidecars: "proxy", "readiness.sidecar-order.nri-suite.io/container.proxy": "tcp:127.0.0.1:1"},
+			`annotation readiness.sidecar-order.nri-suite.io/container.proxy="tcp:127.0.0.1:1": want one of the plugin's keys`},
+		{"container key of a pod-level key", map[string]string{annotations.Sidecars: "proxy", annotations.StopGrace + "/container.proxy": "1s"},
+			`annotation stop-grace.sidecar-order.nri-suite.io/container.proxy="1s": want stop-grace.sidecar-order.nri-suite.io or stop-grace.sidecar-order.nri-suite.io/pod: the key is for the whole pod`},
+		{"value above the limit", map[string]string{annotations.Sidecars: "proxy", annotations.Ready: "exec:/bin/check " + strings.Repeat("a ", 1<<19)},
+			`annotation ready.sidecar-order.nri-suite.io="exec:/bin/check a a a`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := annotations.Parse(tc.ann)
@@ -90,6 +104,7 @@ func TestParseErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 			var annErr *k8s.AnnotationError
 			assert.True(t, errors.As(err, &annErr), "an AnnotationError naming the key")
+			assert.Less(t, len(err.Error()), 2048, "the error quotes a bounded prefix")
 		})
 	}
 }
@@ -152,6 +167,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("proxy,log-agent", "app", "tcp:127.0.0.1:15000", "30s", "fail", "true")
 	f.Add("a,a", "", "exec:/x", "-1s", "start", "no")
 	f.Add("", "b", "file:/r", "1h", "x", "0")
+	f.Add("proxy", "app", "exec:/x "+strings.Repeat("y", 1<<20), "1s", "start", "true")
+	f.Add(strings.Repeat("P", 1<<20), "", "", "", "", "")
 	f.Fuzz(func(t *testing.T, sidecars, mains, ready, timeout, onTimeout, stop string) {
 		p, err := annotations.Parse(map[string]string{
 			annotations.Sidecars: sidecars, annotations.Mains: mains,
@@ -161,6 +178,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			var annErr *k8s.AnnotationError
 			require.True(t, errors.As(err, &annErr), "error %v names an annotation", err)
+			assert.Less(t, len(err.Error()), 2048, "the error quotes a bounded prefix")
 			return
 		}
 		require.NotNil(t, p)
