@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/containerd/nri/pkg/api"
+
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/quote"
 )
@@ -53,12 +55,19 @@ func (id PluginID) Name() string  { _, n, _ := strings.Cut(string(id), "-"); ret
 // NewPluginID is the identity of a plugin that registered with index and name.
 func NewPluginID(index, name string) PluginID { return PluginID(index + "-" + name) }
 
-// checkPluginID accepts "NN-name": two digits, a dash and a name.
+// checkPluginID accepts "NN-name" as NRI accepts a plugin's registration:
+// an index of two digits, a dash, and a name of letters, digits and
+// "_.+-". Anything else names no plugin that can connect, so a policy for
+// it could never apply.
 func checkPluginID(key, id string) error {
-	idx, name, _ := strings.Cut(id, "-")
-	ok := len(idx) == 2 && strings.Trim(idx, "0123456789") == "" && name != "" && !strings.ContainsAny(name, " /\t\n,")
-	if !ok {
-		return fmt.Errorf("%s: %s: expected a plugin as NRI registers it, index and name, such as 10-device-injector", key, quote.Value(id))
+	idx, name, dash := strings.Cut(id, "-")
+	err := api.CheckPluginIndex(idx)
+	if err == nil {
+		err = api.CheckPluginName(name)
+	}
+	if !dash || err != nil {
+		return fmt.Errorf("%s: %s: expected a plugin as NRI registers it, a two-digit index, '-' and a name of letters, digits and '_.+-', such as 10-device-injector",
+			key, quote.Value(id))
 	}
 	return nil
 }
