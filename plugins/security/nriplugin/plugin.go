@@ -113,6 +113,9 @@ func (p *Plugin) Configure(data []byte, source string) error {
 // replaces the running configuration and store with them.
 func (p *Plugin) apply(cfg *config.Config) error {
 	store, err := seccomp.NewStore(seccomp.Options{Dir: cfg.Seccomp.ProfileDir, ExtraRules: cfg.Seccomp.ExtraRules, Log: p.log})
+	if errors.Is(err, seccomp.ErrNotDirectory) {
+		return fmt.Errorf("seccomp.profile-dir: %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("loading seccomp profiles: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
 )
 
 const denyMkdir = `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}]}`
@@ -165,6 +166,20 @@ func TestConfigureErrorKeepsConfiguration(t *testing.T) {
 		map[string]string{"seccomp.nri-suite.io/pod": "deny-mkdir.json"}), unconfined)
 	require.NoError(t, err, "the named profile of the last good configuration is still there")
 	assert.Equal(t, "SCMP_ACT_ALLOW", adjust.GetLinux().GetSeccompPolicy().GetDefaultAction())
+}
+
+// A profile directory that is a file is refused at configure time, with an
+// error naming the key, and the last good configuration stays.
+func TestConfigureRefusesAProfileDirThatIsAFile(t *testing.T) {
+	f := newFixture(t, "seccomp: {profile-dir: \"{{profiles}}\"}\n")
+	file := filepath.Join(f.dir, "deny-mkdir.json")
+	err := f.p.Configure([]byte("seccomp: {profile-dir: "+file+"}\n"), "bad.yaml")
+	require.ErrorIs(t, err, seccomp.ErrNotDirectory)
+	assert.EqualError(t, err, "config bad.yaml: seccomp.profile-dir: seccomp profile directory "+file+
+		": not a directory: expected a directory of <name>.json profiles")
+	_, _, err = f.p.CreateContainer(context.Background(), pod("default", "named",
+		map[string]string{"seccomp.nri-suite.io/pod": "deny-mkdir.json"}), unconfined)
+	assert.NoError(t, err, "the last good configuration is still there")
 }
 
 func TestValidateAuditLine(t *testing.T) {

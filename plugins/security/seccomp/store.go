@@ -26,6 +26,8 @@ var (
 	ErrInvalidProfile = errors.New("invalid seccomp profile")
 	// ErrUnsupportedArch: a request for an architecture other than the node's.
 	ErrUnsupportedArch = errors.New("unsupported architecture")
+	// ErrNotDirectory: the profile directory is something else, a file for one.
+	ErrNotDirectory = errors.New("not a directory")
 )
 
 // maxProfileSize bounds a profile file; Docker's default profile is about 20 KiB.
@@ -97,6 +99,11 @@ func NewStore(opts Options) (*Store, error) {
 	}
 	if s.dir == "" {
 		return s, nil
+	}
+	// Said plainly, and as ErrNotDirectory for the caller to name its key,
+	// rather than as whatever reading it as a directory fails with.
+	if info, err := os.Stat(s.dir); err == nil && !info.IsDir() {
+		return nil, fmt.Errorf("seccomp profile directory %s: %w: expected a directory of <name>.json profiles", s.dir, ErrNotDirectory)
 	}
 	invalid, err := s.reload()
 	if err != nil {

@@ -137,6 +137,14 @@ func TestUnreadableDirectory(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
 
+func TestDirectoryThatIsAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "profiles.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"defaultAction": "SCMP_ACT_ALLOW"}`), 0o644))
+	_, err := NewStore(Options{Dir: file, Log: quietLog()})
+	assert.ErrorIs(t, err, ErrNotDirectory)
+	assert.ErrorContains(t, err, file)
+}
+
 func TestReload(t *testing.T) {
 	const denyRmdir = `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["rmdir"],"action":"SCMP_ACT_ERRNO","errnoRet":1}]}`
 	dir := t.TempDir()
