@@ -154,7 +154,7 @@ func TestText(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{"", "0", "0-3,8,10-11", "3,2,1", "0-1", "63-64", "1-0", "a", "0,,1", "65535", "0-65535", "4-8,6-10\n",
-		strings.Repeat("9", 1<<20), "0," + strings.Repeat("x", 1<<20)} {
+		strings.Repeat("9", 1<<13), "0," + strings.Repeat("x", 1<<13)} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {

@@ -188,8 +188,8 @@ func FuzzParse(f *testing.F) {
 		"health-checks:\n- devices: [\"vendor.com/gpu=*\"]\n  command: [/bin/check, \"{name}\"]\n  timeout: 1s\n",
 		"health-checks:\n- devices: [\"/dev/dri/*\"]\n  file: /sys/class/drm/{name}/health\n  expect: \"ok|good\"\nhealth-check-concurrency: 2\n",
 		"health-checks:\n- devices: [\"*\"]\n  file: rel\n  expect: \"(\"\n",
-		"policy:\n  namespaces:\n    " + strings.Repeat("N", 1<<20) + ": {}\n",
-		"health-checks:\n- devices: [\"/dev/*\"]\n  file: /f\n  expect: \"" + strings.Repeat("(", 1<<16) + "\"\n",
+		"policy:\n  namespaces:\n    " + strings.Repeat("N", 1<<13) + ": {}\n",
+		"health-checks:\n- devices: [\"/dev/*\"]\n  file: /f\n  expect: \"" + strings.Repeat("(", 1<<13) + "\"\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -274,7 +274,7 @@ func FuzzParse(f *testing.F) {
 		"runtime-handlers: [k]\nrules: {seccomp: {runtime-handlers: {k: \"off\"}}}\n", "validator: {device-cgroups: {allowed: [\"a *:* rwm\"]}}\n",
 		"seccomp: {privileged: {mode: refuse}}\n", "seccomp: {profile-dir: /}\n", "seccomp: {profile-dir: /p/../q}\n",
 		"validator: {mounts: {allowed: [/run/nri-suite/sidecar-order/*], plugins: {10-device-injector: [/dev/fuse]}}, env: {denied: [X_*]}, rlimits: {max: {RLIMIT_NOFILE: 1}}}\n",
-		"validator: {hook-plugins: [10-" + strings.Repeat("x!", 1<<19) + "]}\n", "rules: {" + strings.Repeat("r", 1<<20) + ": audit}\n"} {
+		"validator: {hook-plugins: [10-" + strings.Repeat("x!", 1<<12) + "]}\n", "rules: {" + strings.Repeat("r", 1<<13) + ": audit}\n"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

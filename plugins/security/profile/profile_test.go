@@ -145,7 +145,7 @@ func FuzzChoose(f *testing.F) {
 	for _, seed := range []struct{ key, value string }{
 		{"seccomp.nri-suite.io/container.app", "deny-mkdir.json"}, {"seccomp.nri-suite.io/pod", ""},
 		{"seccomp.nri-suite.io", "../etc/passwd"}, {"seccomp.nri-suite.io/container.", "/abs.json"}, {"other", "x"},
-		{"seccomp.nri-suite.io/pod", strings.Repeat("x.json", 1<<17)}, {"seccomp.nri-suite.io/" + strings.Repeat("k", 1<<20), "a.json"},
+		{"seccomp.nri-suite.io/pod", strings.Repeat("x.json", 1<<11)}, {"seccomp.nri-suite.io/" + strings.Repeat("k", 1<<13), "a.json"},
 	} {
 		f.Add(seed.key, seed.value, int32(1))
 	}

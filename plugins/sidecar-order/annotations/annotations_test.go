@@ -167,8 +167,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("proxy,log-agent", "app", "tcp:127.0.0.1:15000", "30s", "fail", "true")
 	f.Add("a,a", "", "exec:/x", "-1s", "start", "no")
 	f.Add("", "b", "file:/r", "1h", "x", "0")
-	f.Add("proxy", "app", "exec:/x "+strings.Repeat("y", 1<<20), "1s", "start", "true")
-	f.Add(strings.Repeat("P", 1<<20), "", "", "", "", "")
+	f.Add("proxy", "app", "exec:/x "+strings.Repeat("y", 1<<13), "1s", "start", "true")
+	f.Add(strings.Repeat("P", 1<<13), "", "", "", "", "")
 	f.Fuzz(func(t *testing.T, sidecars, mains, ready, timeout, onTimeout, stop string) {
 		p, err := annotations.Parse(map[string]string{
 			annotations.Sidecars: sidecars, annotations.Mains: mains,

@@ -48,7 +48,7 @@ func TestParse(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"", "cache: 1s\nworkers: 2\n", "cache: [", "workers: -1", "cache: 1h", "interval: " + strings.Repeat("9", 1<<20)} {
+	for _, s := range []string{"", "cache: 1s\nworkers: 2\n", "cache: [", "workers: -1", "cache: 1h", "interval: " + strings.Repeat("9", 1<<13)} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -197,8 +197,8 @@ func FuzzParse(f *testing.F) {
 		"state-dir: /run/nri-suite/topology-aware\n",
 		"state-dir: /\n",
 		"state-dir: state\n",
-		"reserved-namespaces: [" + strings.Repeat("A", 1<<20) + "]\n",
-		"reserved-memory: {0: " + strings.Repeat("1", 1<<20) + "Qi}\n",
+		"reserved-namespaces: [" + strings.Repeat("A", 1<<13) + "]\n",
+		"reserved-memory: {0: " + strings.Repeat("1", 1<<13) + "Qi}\n",
 	} {
 		f.Add([]byte(seed))
 	}
