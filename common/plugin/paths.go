@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+
+	"github.com/nri-suite/nri-suite/common/quote"
 )
 
 // SystemDirs are the directories that no flag or config key naming a file or
@@ -48,10 +50,10 @@ func CheckAbsPath(key, value string) error {
 		return fmt.Errorf("%s: empty: expected an absolute path", key)
 	}
 	if !filepath.IsAbs(value) {
-		return fmt.Errorf("%s: %q: expected an absolute path", key, value)
+		return fmt.Errorf("%s: %s: expected an absolute path", key, quote.Value(value))
 	}
 	if clean := filepath.Clean(value); clean != value {
-		return fmt.Errorf("%s: %q: expected a clean absolute path, such as %s", key, value, clean)
+		return fmt.Errorf("%s: %s: expected a clean absolute path, such as %s", key, quote.Value(value), quote.Bare(clean))
 	}
 	return nil
 }
