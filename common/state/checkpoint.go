@@ -187,24 +187,38 @@ func (c *Checkpoint[T]) Load() (v T, found bool, err error) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return v, false, nil
 	}
-	unlock, err := lockDir(dir)
-	if err != nil {
-		return v, false, fmt.Errorf("loading checkpoint %s: %w", c.path, err)
+	// Writers replace the file by a rename, so it reads whole without the
+	// lock. The lock is for tidying: removing a killed writer's temp file
+	// and moving a bad checkpoint aside. A lock another process holds (a
+	// writer stuck on a slow disk, say) must not cost the state: then the
+	// checkpoint is read all the same, and left where it is.
+	unlock, lockErr := lockDir(dir)
+	switch {
+	case errors.Is(lockErr, ErrLockHeld):
+		unlock = func() {}
+	case lockErr != nil:
+		return v, false, fmt.Errorf("loading checkpoint %s: %w", c.path, lockErr)
+	default:
+		if err := removeIfExists(tempPath(c.path)); err != nil {
+			unlock()
+			return v, false, fmt.Errorf("loading checkpoint %s: removing stale temp file: %w", c.path, err)
+		}
 	}
 	defer unlock()
-	if err := removeIfExists(tempPath(c.path)); err != nil {
-		return v, false, fmt.Errorf("loading checkpoint %s: removing stale temp file: %w", c.path, err)
+	aside := c.moveAside
+	if lockErr != nil {
+		aside = func(reason error) error { return &CorruptError{File: c.path, Err: reason} }
 	}
 	raw, err := fsread.NoFollow(c.path, MaxCheckpointSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return v, false, nil
 	}
 	if err != nil {
-		return v, false, c.moveAside(fmt.Errorf("%w: %w", ErrUnreadable, err))
+		return v, false, aside(fmt.Errorf("%w: %w", ErrUnreadable, err))
 	}
 	v, err = decode[T](raw, c.version)
 	if err != nil {
-		return v, false, c.moveAside(err)
+		return v, false, aside(err)
 	}
 	return v, true, nil
 }
