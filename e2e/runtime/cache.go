@@ -140,21 +140,29 @@ func sandboxImages(c Cache, extra []Image) ([]Image, error) {
 // crictl, through which the sandbox talks CRI.
 var sandboxBinaries = []string{"kubelet", "crictl"}
 
+// clusterBinaries are what Options.Cluster adds: the control plane, kubectl
+// and helm for the tests, and the CNI plugins.
+var clusterBinaries = append([]string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "helm"}, cniPlugins...)
+
 // ErrNotRoot and ErrCacheIncomplete say why a sandbox cannot run here.
 var (
 	ErrNotRoot         = errors.New("needs root; run as root or in CI")
 	ErrCacheIncomplete = errors.New("runtime binaries missing")
 )
 
-// CheckPrereqs returns nil when a sandbox with rt can run on this machine,
-// or an error wrapping ErrNotRoot or ErrCacheIncomplete that says what is
-// missing and how to get it.
-func CheckPrereqs(rt Runtime, c Cache) error {
+// CheckPrereqs returns nil when a sandbox with rt (a cluster one if
+// cluster) can run on this machine, or an error wrapping ErrNotRoot or
+// ErrCacheIncomplete that says what is missing and how to get it.
+func CheckPrereqs(rt Runtime, c Cache, cluster bool) error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}
+	binaries := slices.Concat(rt.Binaries(), sandboxBinaries)
+	if cluster {
+		binaries = append(binaries, clusterBinaries...)
+	}
 	var missing []string
-	for _, name := range append(rt.Binaries(), sandboxBinaries...) {
+	for _, name := range binaries {
 		if !isExecutable(c.Bin(name)) {
 			missing = append(missing, c.Bin(name))
 		}

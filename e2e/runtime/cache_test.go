@@ -136,7 +136,7 @@ func writeTar(t *testing.T, path string, entries map[string][]byte) {
 
 func TestCheckPrereqsNamesWhatIsMissing(t *testing.T) {
 	cache := Cache{Root: t.TempDir()}
-	err := CheckPrereqs(NewContainerd(), cache)
+	err := CheckPrereqs(NewContainerd(), cache, false)
 	if os.Geteuid() != 0 {
 		require.ErrorIs(t, err, ErrNotRoot)
 		assert.Equal(t, "needs root; run as root or in CI", err.Error())
@@ -146,11 +146,14 @@ func TestCheckPrereqsNamesWhatIsMissing(t *testing.T) {
 	assert.ErrorContains(t, err, filepath.Join(cache.Root, "bin", "kubelet"))
 	assert.ErrorContains(t, err, filepath.Join(cache.Root, "images", "pause.tar"))
 	assert.ErrorContains(t, err, "run `bash e2e/runtime/tools/install.sh`")
+	assert.NotContains(t, err.Error(), "kube-apiserver", "a standalone sandbox needs no control plane")
+	assert.ErrorContains(t, CheckPrereqs(NewContainerd(), cache, true), cache.Bin("kube-apiserver"))
+	assert.ErrorContains(t, CheckPrereqs(NewContainerd(), cache, true), cache.Bin("bridge"))
 
 	// A file that is there but not executable still counts as missing.
 	require.NoError(t, os.MkdirAll(filepath.Join(cache.Root, "bin"), 0o755))
 	require.NoError(t, os.WriteFile(cache.Bin("runc"), []byte("x"), 0o644))
-	assert.ErrorContains(t, CheckPrereqs(NewContainerd(), cache), cache.Bin("runc"))
+	assert.ErrorContains(t, CheckPrereqs(NewContainerd(), cache, false), cache.Bin("runc"))
 }
 
 func TestNewRuntime(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/nri-suite/nri-suite/e2e/runtime/netns"
 )
 
 // mountInfo is the part of a /proc/self/mountinfo line teardown needs.
@@ -270,15 +272,21 @@ func leftovers(runDir string, st *hostState, keepRunDir bool) []string {
 		out = append(out, "mount "+m)
 	}
 	out = append(out, cgroupRootsLeft(cgroupRootFor(runDir))...)
+	if ns := filepath.Join(netns.RunDir, clusterNetnsName(runDir)); isPresent(ns) {
+		out = append(out, "network namespace "+ns)
+	}
 	if st != nil {
 		out = append(out, st.changes()...)
 	}
-	if !keepRunDir {
-		if _, err := os.Lstat(runDir); err == nil {
-			out = append(out, "run dir "+runDir)
-		}
+	if !keepRunDir && isPresent(runDir) {
+		out = append(out, "run dir "+runDir)
 	}
 	return out
+}
+
+func isPresent(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // runDirPrefix names every sandbox's run dir, so that SweepStale finds them.
@@ -321,6 +329,10 @@ func sweepStale(base string, log logrus.FieldLogger) error {
 		if err := hostCleanup(dir, st, false, log); err != nil {
 			errs = append(errs, fmt.Errorf("cleaning stale sandbox %s: %w", dir, err))
 		}
+	}
+	// Cluster sandboxes' network namespaces; no sandbox is alive.
+	if err := netns.Sweep(netns.Prefix); err != nil {
+		errs = append(errs, fmt.Errorf("cleaning stale sandboxes: %w", err))
 	}
 	return errors.Join(errs...)
 }

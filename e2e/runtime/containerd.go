@@ -32,7 +32,7 @@ type ContainerdPaths struct {
 	Socket    string
 	RuncRoot  string
 	ShimSock  string // shim socket dir; containerd limits it to 42 characters
-	CNI       string // empty CNI dirs, so that /etc/cni never applies
+	CNI       string // CNI bin/ and net.d/ (RuntimeEnv.CNIDir); never /etc/cni
 	Opt       string
 	RuncPath  string
 	ShimPath  string
@@ -77,6 +77,9 @@ func (c *Containerd) Endpoint() string { return "unix://" + c.paths.Socket }
 func (c *Containerd) Start(ctx context.Context, env RuntimeEnv) error {
 	c.env = env
 	c.paths = containerdPaths(env.Dir, env.Cache, env.PauseImage)
+	if env.CNIDir != "" {
+		c.paths.CNI = env.CNIDir
+	}
 	if len(c.paths.ShimSock) > maxShimSocketDir {
 		return fmt.Errorf("configuring containerd: shim socket dir %s is longer than %d characters: use a shorter run dir base", c.paths.ShimSock, maxShimSocketDir)
 	}
@@ -108,6 +111,7 @@ func (c *Containerd) Start(ctx context.Context, env RuntimeEnv) error {
 		argv:    []string{env.Cache.Bin("containerd"), "--config", c.paths.Config, "--log-level", "info"},
 		env:     []string{"TMPDIR=" + c.paths.Temp, "PATH=" + c.paths.CacheBins + ":" + os.Getenv("PATH")},
 		logPath: filepath.Join(env.Dir, "containerd.log"),
+		netns:   env.Netns,
 	}, env.Cache.Bin("crictl"), c.Endpoint(), env.Log)
 	if err != nil {
 		return err
@@ -160,6 +164,8 @@ imports = [%[3]q]
 [plugins.'io.containerd.cri.v1.runtime']
   # No CAP_SYS_RESOURCE on these hosts: never ask for a lower oom_score_adj.
   restrict_oom_score_adj = true
+  # Pod network namespaces under the state dir, not the host's /run/netns.
+  netns_mounts_under_state_dir = true
 
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = [%[6]q]

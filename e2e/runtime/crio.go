@@ -98,7 +98,7 @@ type CRIOPaths struct {
 	IrqBalance        string
 	Temp              string // TMPDIR and big_files_temporary_dir
 	RuncRoot          string
-	CNI               string // empty CNI dirs, so that /etc/cni never applies
+	CNI               string // CNI bin/ and net.d/ (RuntimeEnv.CNIDir); never /etc/cni
 	RuncPath          string
 	ConmonPath        string
 	PinnsPath         string
@@ -163,6 +163,9 @@ func (c *CRIO) CgroupV1Controllers() []string { return []string{"hugetlb"} }
 func (c *CRIO) Start(ctx context.Context, env RuntimeEnv) error {
 	c.env = env
 	c.paths = crioPaths(env.Dir, env.Cache, env.PauseImage)
+	if env.CNIDir != "" {
+		c.paths.CNI = env.CNIDir
+	}
 	for _, dir := range []string{c.paths.DropInDir, c.paths.RegistriesConfDir, c.paths.PolicyDir, c.paths.Root,
 		c.paths.RunRoot, c.paths.LogDir, c.paths.Namespaces, c.paths.Exits, c.paths.Attach, c.paths.Hooks,
 		c.paths.Keys, c.paths.Temp, c.paths.RuncRoot, filepath.Join(c.paths.CNI, "bin"), filepath.Join(c.paths.CNI, "net.d")} {
@@ -208,6 +211,7 @@ func (c *CRIO) Start(ctx context.Context, env RuntimeEnv) error {
 		env: []string{"CONTAINERS_STORAGE_CONF=" + c.paths.StorageConf, "TMPDIR=" + c.paths.Temp,
 			"PATH=" + c.paths.CacheBins + ":" + os.Getenv("PATH")},
 		logPath: filepath.Join(env.Dir, "crio.log"),
+		netns:   env.Netns,
 	}, env.Cache.Bin("crictl"), c.Endpoint(), env.Log)
 	if err != nil {
 		return err
@@ -227,11 +231,11 @@ func (c *CRIO) Stop(ctx context.Context, grace time.Duration) error {
 // registryPortPattern finds the port in crane's "serving on port N".
 var registryPortPattern = regexp.MustCompile(`serving on port (\d+)`)
 
-// startRegistry starts crane's in-memory registry on a free loopback port
-// and returns its address.
+// startRegistry starts crane's in-memory registry on a free loopback port,
+// in CRI-O's network namespace, and returns its address.
 func (c *CRIO) startRegistry(ctx context.Context) (string, error) {
 	logPath := filepath.Join(c.env.Dir, "registry.log")
-	p, err := startProcess(command{name: "registry", logPath: logPath,
+	p, err := startProcess(command{name: "registry", logPath: logPath, netns: c.env.Netns,
 		argv: []string{c.env.Cache.Bin("crane"), "registry", "serve", "--address", "127.0.0.1:0"}})
 	if err != nil {
 		return "", err
@@ -285,7 +289,8 @@ func (c *CRIO) pushImage(ctx context.Context, archive, target string) error {
 	if _, err := runTool(ctx, nil, "tar", "-xf", archive, "-C", layout); err != nil {
 		return fmt.Errorf("unpacking image archive %s: %w", archive, err)
 	}
-	if _, err := runTool(ctx, nil, c.env.Cache.Bin("crane"), "push", "--insecure", layout, target); err != nil {
+	push := command{netns: c.env.Netns, argv: []string{c.env.Cache.Bin("crane"), "push", "--insecure", layout, target}}
+	if _, err := runTool(ctx, nil, push.fullArgv()...); err != nil {
 		return fmt.Errorf("pushing image %s to the loopback registry as %s: %w", archive, target, err)
 	}
 	return nil

@@ -112,6 +112,11 @@ func (st *hostState) restore() error {
 		}
 	}
 	for _, dir := range st.CreatedDirs {
+		// Some are mount points (/run/netns is a mount of itself).
+		if err := unmountUnder(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("removing host directory %s: %w", dir, err))
 		}

@@ -29,12 +29,17 @@ func HTTPGet(ctx context.Context, url string) ([]byte, error) {
 }
 
 // KubeletGet is HTTPGet of path (such as "/pods" or "/metrics/probes") on
-// the kubelet's HTTPS port (KubeletAddr).
+// the kubelet's HTTPS port (KubeletAddr); a cluster's kubelet is asked in
+// its network namespace, as the cluster's admin.
 func (s *Sandbox) KubeletGet(ctx context.Context, path string) ([]byte, error) {
 	if s.kubelet == nil {
 		return nil, fmt.Errorf("GET %s of the kubelet: the sandbox runs none", path)
 	}
-	return get(ctx, kubeletClient, "https://"+s.KubeletAddr()+path)
+	client := kubeletClient
+	if s.cluster != nil {
+		client = s.cluster.http
+	}
+	return get(ctx, client, "https://"+s.KubeletAddr()+path)
 }
 
 func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {

@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,14 +14,16 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// kubelet is a standalone kubelet: no API server, pods only from the static
-// manifest directory, every path and port private to the sandbox. It needs
-// nothing of the runtime but its CRI endpoint.
+// kubelet is the sandbox's kubelet: standalone (no API server, pods only
+// from the static manifest directory), or a cluster's node (kubeletCluster).
+// Every path and port is private to the sandbox; it needs nothing of the
+// runtime but its CRI endpoint.
 type kubelet struct {
 	dir         string
 	staticPods  string
 	port        int // HTTPS: /metrics/cadvisor, /metrics/resource, /stats/summary
 	healthzPort int
+	http        *http.Client // reaches healthzPort
 	process     *process
 	log         logrus.FieldLogger
 }
@@ -33,6 +37,22 @@ type kubeletSettings struct {
 	NodeIP      string
 	Port        int
 	HealthzPort int
+	// Cluster joins the kubelet to an API server; nil: standalone.
+	Cluster *kubeletCluster
+	// Netns is the network namespace the kubelet runs in; "" the sandbox's.
+	Netns string
+	// HTTP reaches the kubelet's loopback (inside Netns); nil: the default client.
+	HTTP *http.Client
+}
+
+// kubeletCluster is what a kubelet needs to be a cluster's node: its
+// credentials for the API server, and the CA and serving certificate with
+// which the API server (logs, exec) and metrics readers reach it.
+type kubeletCluster struct {
+	Kubeconfig   string
+	ClientCAFile string
+	TLSCertFile  string
+	TLSKeyFile   string
 }
 
 // kubeletConfiguration is the part of KubeletConfiguration
@@ -63,6 +83,8 @@ type kubeletConfiguration struct {
 	OOMScoreAdj                 int               `json:"oomScoreAdj"`
 	CPUManagerPolicy            string            `json:"cpuManagerPolicy"`
 	MemoryManagerPolicy         string            `json:"memoryManagerPolicy"`
+	TLSCertFile                 string            `json:"tlsCertFile,omitempty"`
+	TLSPrivateKeyFile           string            `json:"tlsPrivateKeyFile,omitempty"`
 }
 
 type kubeletAuthn struct {
@@ -72,6 +94,9 @@ type kubeletAuthn struct {
 	Webhook struct {
 		Enabled bool `json:"enabled"`
 	} `json:"webhook"`
+	X509 struct {
+		ClientCAFile string `json:"clientCAFile,omitempty"`
+	} `json:"x509"`
 }
 
 type kubeletAuthz struct {
@@ -83,7 +108,10 @@ type kubeletAuthz struct {
 // check, static pods polled every second, loopback only, anonymous access
 // (loopback only), no resolv.conf, no image GC (local images cannot be pulled
 // again), tiny eviction thresholds, no oom_score_adj below 0, and the CPU and
-// Memory Managers off so that NRI plugins own placement.
+// Memory Managers off so that NRI plugins own placement. A cluster's kubelet
+// serves on every address of its network namespace, where the API server
+// reaches it, with the API server's authentication and authorization
+// (webhook) and client certificates from the cluster CA, as kubeadm sets it.
 func kubeletConfig(s kubeletSettings) ([]byte, error) {
 	cfg := kubeletConfiguration{
 		Kind:                        "KubeletConfiguration",
@@ -117,6 +145,14 @@ func kubeletConfig(s kubeletSettings) ([]byte, error) {
 	cfg.Authentication.Anonymous.Enabled = true
 	cfg.Authentication.Webhook.Enabled = false
 	cfg.Authorization.Mode = "AlwaysAllow"
+	if c := s.Cluster; c != nil {
+		cfg.Address = "0.0.0.0"
+		cfg.TLSCertFile, cfg.TLSPrivateKeyFile = c.TLSCertFile, c.TLSKeyFile
+		cfg.Authentication.Anonymous.Enabled = false
+		cfg.Authentication.Webhook.Enabled = true
+		cfg.Authentication.X509.ClientCAFile = c.ClientCAFile
+		cfg.Authorization.Mode = "Webhook"
+	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("encoding kubelet configuration: %w", err)
@@ -126,7 +162,7 @@ func kubeletConfig(s kubeletSettings) ([]byte, error) {
 
 // kubeletArgs are the flags that have no configuration-file form.
 func kubeletArgs(bin, configPath string, s kubeletSettings) []string {
-	return []string{bin,
+	args := []string{bin,
 		"--config", configPath,
 		"--root-dir", filepath.Join(s.Dir, "root"),
 		"--cert-dir", filepath.Join(s.Dir, "pki"),
@@ -134,12 +170,17 @@ func kubeletArgs(bin, configPath string, s kubeletSettings) []string {
 		"--node-ip", s.NodeIP,
 		"--v", "2",
 	}
+	if s.Cluster != nil {
+		args = append(args, "--kubeconfig", s.Cluster.Kubeconfig)
+	}
+	return args
 }
 
 // startKubelet writes the configuration and starts the kubelet, returning
 // once its health endpoint answers.
 func startKubelet(ctx context.Context, bin string, s kubeletSettings, log logrus.FieldLogger) (*kubelet, error) {
-	k := &kubelet{dir: s.Dir, staticPods: filepath.Join(s.Dir, "manifests"), port: s.Port, healthzPort: s.HealthzPort, log: log}
+	k := &kubelet{dir: s.Dir, staticPods: filepath.Join(s.Dir, "manifests"), port: s.Port, healthzPort: s.HealthzPort,
+		http: cmp.Or(s.HTTP, http.DefaultClient), log: log}
 	workDir := kubeletWorkDir(s.Dir)
 	for _, dir := range []string{k.staticPods, filepath.Join(s.Dir, "root"), filepath.Join(s.Dir, "pki"),
 		filepath.Join(s.Dir, "pod-logs"), filepath.Join(s.Dir, "volume-plugins"), workDir} {
@@ -156,7 +197,7 @@ func startKubelet(ctx context.Context, bin string, s kubeletSettings, log logrus
 		return nil, fmt.Errorf("writing kubelet configuration: %w", err)
 	}
 	p, err := startProcess(command{name: "kubelet", argv: kubeletArgs(bin, configPath, s),
-		logPath: filepath.Join(s.Dir, "kubelet.log"), dir: workDir})
+		logPath: filepath.Join(s.Dir, "kubelet.log"), dir: workDir, netns: s.Netns})
 	if err != nil {
 		return nil, err
 	}
@@ -176,14 +217,14 @@ func startKubelet(ctx context.Context, bin string, s kubeletSettings, log logrus
 func kubeletWorkDir(dir string) string { return filepath.Join(dir, "workdir") }
 
 func (k *kubelet) healthy(ctx context.Context) error {
-	return httpOK(ctx, "http://127.0.0.1:"+strconv.Itoa(k.healthzPort)+"/healthz")
+	return httpOK(ctx, k.http, "http://127.0.0.1:"+strconv.Itoa(k.healthzPort)+"/healthz")
 }
 
 // httpOK returns nil when a GET of url answers 200 within 2 s.
-func httpOK(ctx context.Context, url string) error {
+func httpOK(ctx context.Context, client *http.Client, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err := HTTPGet(ctx, url)
+	_, err := get(ctx, client, url)
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -140,7 +141,7 @@ func (p *Plugin) WaitReady(ctx context.Context) error {
 		if addr == "" {
 			return errors.New("no HTTP address in the plugin's log yet")
 		}
-		return httpOK(ctx, "http://"+addr+"/readyz")
+		return httpOK(ctx, http.DefaultClient, "http://"+addr+"/readyz")
 	})
 }
 

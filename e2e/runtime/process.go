@@ -33,6 +33,20 @@ type command struct {
 	logPath string   // stdout and stderr
 	// dir is the working directory; default: the log's directory.
 	dir string
+	// netns is the path of the network namespace to run in (a cluster
+	// sandbox's); "" is the sandbox's own.
+	netns string
+}
+
+// fullArgv is the command line to execute: c.argv, inside c.netns when set.
+// nsenter enters only the network namespace and then executes the command in
+// its own place, so the PID is the daemon's and it shares the sandbox's mount
+// namespace (unlike `ip netns exec`, which makes a new one and remounts /sys).
+func (c command) fullArgv() []string {
+	if c.netns == "" {
+		return c.argv
+	}
+	return append([]string{"nsenter", "--net=" + c.netns, "--"}, c.argv...)
 }
 
 // startProcess starts c.
@@ -41,7 +55,8 @@ func startProcess(c command) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening log of %s: %w", c.name, err)
 	}
-	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	argv := c.fullArgv()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), c.env...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile

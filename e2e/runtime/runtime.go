@@ -53,6 +53,13 @@ type RuntimeEnv struct {
 	NRI NRIConfig
 	// CDISpecDirs are the directories the runtime reads CDI specs from.
 	CDISpecDirs []string
+	// Netns is the network namespace the runtime runs in (a cluster
+	// sandbox's, see Options.Cluster); "" is the sandbox's own.
+	Netns string
+	// CNIDir holds the CNI plugins (bin/) and network configuration (net.d/)
+	// for pods off the host network; "" gives the runtime empty ones of its
+	// own, so that /etc/cni never applies and only host-network pods run.
+	CNIDir string
 	// Log receives the runtime's lifecycle messages.
 	Log logrus.FieldLogger
 }

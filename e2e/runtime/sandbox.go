@@ -52,6 +52,14 @@ type Options struct {
 	// connected: a scenario that does not start security sets this, as the
 	// suite's own pods carry the annotation.
 	TolerateMissingPlugins bool
+	// Cluster makes the sandbox a one-node Kubernetes cluster: etcd,
+	// kube-apiserver, kube-controller-manager and kube-scheduler beside the
+	// runtime, the kubelet registered to them as the node, pods off the host
+	// network on a CNI bridge, all inside a network namespace of the
+	// sandbox's own, which has no route out. The host reaches the API server
+	// through Kubeconfig (a forwarded loopback port) and Client. Without
+	// it the kubelet is standalone and every pod is on the host network.
+	Cluster bool
 	// Log receives the sandbox's progress; default logrus' standard logger.
 	Log logrus.FieldLogger
 }
@@ -68,6 +76,7 @@ type Sandbox struct {
 	cri     *CRI
 	kubelet *kubelet
 	host    *hostState
+	cluster *cluster // nil without Options.Cluster
 	lock    *os.File
 	log     logrus.FieldLogger
 
@@ -104,7 +113,7 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting sandbox: %w", err)
 	}
-	if err := CheckPrereqs(rt, opts.Cache); err != nil {
+	if err := CheckPrereqs(rt, opts.Cache, opts.Cluster); err != nil {
 		return nil, fmt.Errorf("starting sandbox: %w", err)
 	}
 	for _, spec := range opts.PreRegistered {
@@ -144,7 +153,11 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return fmt.Errorf("creating run dir: %w", err)
 	}
 	s.log = s.log.WithField("dir", s.dir)
-	if s.host, err = recordHost(slices.Concat(kubeletHostDirs, preRegisteredHostDirs, s.rt.HostDirs())); err != nil {
+	hostDirs := slices.Concat(kubeletHostDirs, preRegisteredHostDirs, s.rt.HostDirs())
+	if s.opts.Cluster {
+		hostDirs = append(hostDirs, clusterHostDirs...)
+	}
+	if s.host, err = recordHost(hostDirs); err != nil {
 		return err
 	}
 	// Before the cgroup root is made, so that it exists in the new
@@ -183,7 +196,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 			return err
 		}
 	}
-	err = s.rt.Start(ctx, RuntimeEnv{
+	env := RuntimeEnv{
 		Dir:         filepath.Join(s.dir, s.rt.Name()),
 		Cache:       s.opts.Cache,
 		Images:      s.images,
@@ -191,8 +204,14 @@ func (s *Sandbox) start(ctx context.Context) error {
 		NRI:         s.nri,
 		CDISpecDirs: cdiDirs,
 		Log:         s.log,
-	})
-	if err != nil {
+	}
+	if s.opts.Cluster {
+		if err := s.startCluster(ctx); err != nil {
+			return err
+		}
+		env.Netns, env.CNIDir = s.cluster.ns.Path(), s.cluster.cni
+	}
+	if err := s.rt.Start(ctx, env); err != nil {
 		return err
 	}
 	if s.cri, err = newCRI(s.opts.Cache.Bin("crictl"), s.rt.Endpoint(), filepath.Join(s.dir, "cri"), !s.opts.NoKubelet, s.opts.TolerateMissingPlugins); err != nil {
@@ -201,28 +220,43 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if s.opts.NoKubelet {
 		return nil
 	}
-	ip, err := nodeIP()
+	settings, err := s.kubeletSettings()
 	if err != nil {
 		return err
 	}
-	port, err := freePort()
-	if err != nil {
+	if s.kubelet, err = startKubelet(ctx, s.opts.Cache.Bin("kubelet"), settings, s.log); err != nil {
 		return err
 	}
-	healthzPort, err := freePort()
-	if err != nil {
-		return err
+	if s.cluster != nil {
+		return s.cluster.waitNodeReady(ctx, s.opts.NodeName)
 	}
-	s.kubelet, err = startKubelet(ctx, s.opts.Cache.Bin("kubelet"), kubeletSettings{
-		Dir:         filepath.Join(s.dir, "kubelet"),
-		Endpoint:    s.rt.Endpoint(),
-		CgroupRoot:  cgroupRootFor(s.dir),
-		NodeName:    s.opts.NodeName,
-		NodeIP:      ip,
-		Port:        port,
-		HealthzPort: healthzPort,
-	}, s.log)
-	return err
+	return nil
+}
+
+// kubeletSettings are the kubelet's: in a cluster, its node address and
+// the default ports in the sandbox's network namespace; standalone, the
+// host's address (only reported: it listens on loopback) and free ports.
+func (s *Sandbox) kubeletSettings() (kubeletSettings, error) {
+	settings := kubeletSettings{
+		Dir:        filepath.Join(s.dir, "kubelet"),
+		Endpoint:   s.rt.Endpoint(),
+		CgroupRoot: cgroupRootFor(s.dir),
+		NodeName:   s.opts.NodeName,
+	}
+	if c := s.cluster; c != nil {
+		settings.NodeIP, settings.Port, settings.HealthzPort = clusterNodeAddr.IP.String(), 10250, 10248
+		settings.Cluster, settings.Netns, settings.HTTP = c.kubelet(), c.ns.Path(), c.http
+		return settings, nil
+	}
+	var err error
+	if settings.NodeIP, err = nodeIP(); err != nil {
+		return settings, err
+	}
+	if settings.Port, err = freePort(); err != nil {
+		return settings, err
+	}
+	settings.HealthzPort, err = freePort()
+	return settings, err
 }
 
 // Dir is the sandbox's run dir.
@@ -248,7 +282,9 @@ func (s *Sandbox) CgroupRoot() string { return cgroupRootFor(s.dir) }
 
 // KubeletAddr is the loopback host:port where the kubelet serves HTTPS
 // (self-signed, anonymous access): /metrics/cadvisor, /metrics/resource,
-// /stats/summary. "" without a kubelet.
+// /stats/summary. With Options.Cluster it is the loopback of the cluster's
+// network namespace, and the kubelet asks the API server who may read it
+// (KubeletGet does). "" without a kubelet.
 func (s *Sandbox) KubeletAddr() string {
 	if s.kubelet == nil {
 		return ""
@@ -388,6 +424,9 @@ func (s *Sandbox) Close() error {
 		}
 	}
 	if err := s.rt.Stop(context.Background(), 10*time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.cluster.close(); err != nil {
 		errs = append(errs, err)
 	}
 	if s.dir != "" {

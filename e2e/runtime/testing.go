@@ -28,11 +28,22 @@ func InCI() bool { return os.Getenv("CI") == "true" }
 // cache not filled, -short), saying why; with CI=true it fails instead.
 func RequirePrereqs(t testing.TB, runtimeName string) {
 	t.Helper()
+	requirePrereqs(t, runtimeName, false)
+}
+
+// RequireClusterPrereqs is RequirePrereqs for a sandbox with Options.Cluster.
+func RequireClusterPrereqs(t testing.TB, runtimeName string) {
+	t.Helper()
+	requirePrereqs(t, runtimeName, true)
+}
+
+func requirePrereqs(t testing.TB, runtimeName string, cluster bool) {
+	t.Helper()
 	rt, err := NewRuntime(runtimeName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckPrereqs(rt, DefaultCache()); err != nil {
+	if err := CheckPrereqs(rt, DefaultCache(), cluster); err != nil {
 		if InCI() {
 			t.Fatalf("real-runtime test cannot run in CI: %v", err)
 		}
@@ -93,7 +104,7 @@ func Eventually(t testing.TB, ctx context.Context, timeout, interval time.Durati
 // sandbox starts.
 func NewForTest(t *testing.T, opts Options) *Sandbox {
 	t.Helper()
-	RequirePrereqs(t, opts.Runtime)
+	requirePrereqs(t, opts.Runtime, opts.Cluster)
 	if opts.Log == nil {
 		opts.Log = TestLogger(t)
 	}

@@ -2,14 +2,17 @@
 # install.sh builds the pinned runtime binaries and the local images that the
 # real-node e2e tests of nri-suite run, into a cache outside the repository.
 #
-#   e2e/runtime/tools/install.sh [all|containerd|runc|crictl|kubelet|crio|crane|images]...
+#   e2e/runtime/tools/install.sh [all|containerd|runc|crictl|kube|cni|helm|crio|crane|images]...
 #
 # Layout (CACHE is $NRI_SUITE_CACHE, default /var/cache/nri-suite):
 #   CACHE/<part>-<version>/        the binaries of one part at one version; valid
 #                                  only once it holds the marker file .complete
 #   CACHE/bin/                     symlinks with plain names to the current versions:
 #                                  containerd containerd-shim-runc-v2 ctr runc crictl
-#                                  kubelet crio pinns crane (conmon -> /usr/bin/conmon)
+#                                  kubelet etcd kube-apiserver kube-controller-manager
+#                                  kube-scheduler kubectl (one multi-call binary, kube/)
+#                                  bridge host-local loopback portmap (CNI) helm
+#                                  crio pinns crane (conmon -> /usr/bin/conmon)
 #   CACHE/images/busybox.tar       OCI image archives, named by their index annotations
 #   CACHE/images/pause.tar         localhost/nri-suite/{busybox,pause}:latest
 #
@@ -24,7 +27,7 @@ TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$TOOLS_DIR/../../.." && pwd)
 CACHE=${NRI_SUITE_CACHE:-/var/cache/nri-suite}
 MARKER=.complete
-PARTS=(containerd runc crictl kubelet crio crane images)
+PARTS=(containerd runc crictl kube cni helm crio crane images)
 
 # shellcheck disable=SC1091 # versions.env sits beside this script
 source "$TOOLS_DIR/versions.env"
@@ -134,12 +137,15 @@ build_crane() {
 		"$mod/cmd/crane@$version"
 }
 
-build_kubelet() {
-	local out=$1 version=$2 module_dir=$TOOLS_DIR/kubelet key ldflags=("-s" "-w")
+# KUBE_COMMANDS are the names the multi-call binary of kube/ answers to.
+KUBE_COMMANDS=(kubelet etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
+
+build_kube() {
+	local out=$1 version=$2 module_dir=$TOOLS_DIR/kube key ldflags=("-s" "-w") cmd
 	local pinned built
 	pinned=$(cd "$module_dir" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 	[[ $pinned == "$version" ]] ||
-		die "kubelet: $module_dir/go.mod requires k8s.io/kubernetes $pinned but versions.env says KUBELET_VERSION=$version"
+		die "kube: $module_dir/go.mod requires k8s.io/kubernetes $pinned but versions.env says KUBERNETES_VERSION=$version"
 	local major=${version#v} minor
 	minor=${major#*.}
 	minor=${minor%%.*}
@@ -152,8 +158,23 @@ build_kubelet() {
 	done
 	# -mod=readonly: the committed go.mod and go.sum must be enough; the
 	# build never rewrites them.
-	(cd "$module_dir" && GOFLAGS="$GOFLAGS -mod=readonly" go build -ldflags "${ldflags[*]}" \
-		-o "$out/kubelet" k8s.io/kubernetes/cmd/kubelet)
+	(cd "$module_dir" && GOFLAGS="$GOFLAGS -mod=readonly" go build -ldflags "${ldflags[*]}" -o "$out/kube" .)
+	for cmd in "${KUBE_COMMANDS[@]}"; do
+		ln -s kube "$out/$cmd"
+	done
+}
+
+build_cni() {
+	local out=$1 version=$2 mod=github.com/containernetworking/plugins plugin pkgs=()
+	for plugin in main/bridge ipam/host-local main/loopback meta/portmap; do
+		pkgs+=("$mod/plugins/$plugin@$version")
+	done
+	CGO_ENABLED=0 GOBIN=$out go install -ldflags "-s -w -X $mod/pkg/utils/buildversion.BuildVersion=$version" "${pkgs[@]}"
+}
+
+build_helm() {
+	local out=$1 version=$2 mod=helm.sh/helm/v3
+	CGO_ENABLED=0 GOBIN=$out go install -ldflags "-s -w -X $mod/internal/version.version=$version" "$mod/cmd/helm@$version"
 }
 
 build_crio() {
@@ -308,7 +329,9 @@ part_runc() {
 	build_part runc "$RUNC_VERSION" build_runc runc
 }
 part_crictl() { require_go; build_part crictl "$CRICTL_VERSION" build_crictl crictl; }
-part_kubelet() { require_go; build_part kubelet "$KUBELET_VERSION" build_kubelet kubelet; }
+part_kube() { require_go; build_part kube "$KUBERNETES_VERSION" build_kube "${KUBE_COMMANDS[@]}"; }
+part_cni() { require_go; build_part cni "$CNI_PLUGINS_VERSION" build_cni bridge host-local loopback portmap; }
+part_helm() { require_go; build_part helm "$HELM_VERSION" build_helm helm; }
 part_crio() {
 	require_go
 	require_apt crio gcc libc6-dev libseccomp-dev pkg-config jq

@@ -23,10 +23,14 @@ check_versions() {
 		[containerd]="containerd --version" [containerd-shim-runc-v2]="containerd-shim-runc-v2 -v"
 		[ctr]="ctr --version" [runc]="runc --version" [crictl]="crictl --version"
 		[kubelet]="kubelet --version" [crio]="crio --version" [crane]="crane version"
-		[conmon]="conmon --version"
+		[conmon]="conmon --version" [etcd]="etcd --version" [kube-apiserver]="kube-apiserver --version"
+		[kube-controller-manager]="kube-controller-manager --version" [kube-scheduler]="kube-scheduler --version"
+		[kubectl]="kubectl version --client" [helm]="helm version --short" [bridge]="bridge --version"
+		[host-local]="host-local --version" [loopback]="loopback --version" [portmap]="portmap --version"
 	)
 	local name out
-	for name in containerd containerd-shim-runc-v2 ctr runc crictl kubelet crio crane conmon; do
+	for name in containerd containerd-shim-runc-v2 ctr runc crictl kubelet etcd kube-apiserver \
+		kube-controller-manager kube-scheduler kubectl helm bridge host-local loopback portmap crio crane conmon; do
 		[[ -x $BIN/$name ]] || die "$BIN/$name is missing: run install.sh"
 		# shellcheck disable=SC2086 # the command line is split on purpose
 		out=$("$BIN"/${want[$name]} 2>&1) || die "$name: '${want[$name]}' failed: $out"

@@ -17,8 +17,9 @@ import (
 // Sweep can find what a crashed run left and nothing else.
 const Prefix = "nri-cluster-"
 
-// runDir is where `ip netns add` bind-mounts named namespaces.
-const runDir = "/run/netns"
+// RunDir is where `ip netns add` bind-mounts named namespaces; the first
+// one on a host makes it, as a mount of itself.
+const RunDir = "/run/netns"
 
 // Config is the node's side of the namespace.
 type Config struct {
@@ -71,7 +72,7 @@ func Create(name string, cfg Config) (*Namespace, error) {
 	if err := ip("netns", "add", name); err != nil {
 		return nil, fmt.Errorf("creating network namespace %s: %w", name, err)
 	}
-	n := &Namespace{name: name, path: filepath.Join(runDir, name)}
+	n := &Namespace{name: name, path: filepath.Join(RunDir, name)}
 	if err := n.setUp(cfg); err != nil {
 		return nil, errors.Join(fmt.Errorf("setting up network namespace %s: %w", name, err), n.Close())
 	}
@@ -127,7 +128,7 @@ func (n *Namespace) Close() error {
 
 // remove deletes the named namespace unless it is already gone.
 func remove(name string) error {
-	if _, err := os.Lstat(filepath.Join(runDir, name)); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(filepath.Join(RunDir, name)); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	return ip("netns", "delete", name)

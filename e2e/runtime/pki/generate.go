@@ -12,6 +12,10 @@ import (
 	"path/filepath"
 )
 
+// FrontProxyClientName is the front proxy's client certificate's name, which
+// the API server must be told to accept (--requestheader-allowed-names).
+const FrontProxyClientName = "front-proxy-client"
+
 const (
 	certMode = 0o644
 	// Private keys, and kubeconfigs since they embed one.
@@ -48,6 +52,10 @@ type Files struct {
 	APIServerKubeletClientCert, APIServerKubeletClientKey string
 	// The kubelet's serving certificate (tlsCertFile, tlsPrivateKeyFile).
 	KubeletCert, KubeletKey string
+	// kube-controller-manager's and kube-scheduler's serving certificates
+	// (--tls-cert-file), on loopback: their health is checked with the CA.
+	ControllerManagerCert, ControllerManagerKey string
+	SchedulerCert, SchedulerKey                 string
 	// The service-account token key pair: ServiceAccountKey signs
 	// (--service-account-signing-key-file, --service-account-private-key-file),
 	// ServiceAccountPub verifies (--service-account-key-file).
@@ -90,6 +98,10 @@ func Generate(dir string, spec Spec) (*Files, error) {
 		APIServerKubeletClientKey:   path("apiserver-kubelet-client.key"),
 		KubeletCert:                 path("kubelet.crt"),
 		KubeletKey:                  path("kubelet.key"),
+		ControllerManagerCert:       path("controller-manager.crt"),
+		ControllerManagerKey:        path("controller-manager.key"),
+		SchedulerCert:               path("scheduler.crt"),
+		SchedulerKey:                path("scheduler.key"),
 		ServiceAccountKey:           path("sa.key"),
 		ServiceAccountPub:           path("sa.pub"),
 		AdminKubeconfig:             path("admin.kubeconfig"),
@@ -118,7 +130,7 @@ func Generate(dir string, spec Spec) (*Files, error) {
 		leaf      Leaf
 		cert, key string
 	}{
-		{frontProxyCA, Leaf{CommonName: "front-proxy-client", Usage: Client},
+		{frontProxyCA, Leaf{CommonName: FrontProxyClientName, Usage: Client},
 			f.FrontProxyClientCert, f.FrontProxyClientKey},
 		// Pods reach kube-apiserver by the kubernetes service's names and
 		// first IP, the node's components and the host by the other IPs.
@@ -142,6 +154,10 @@ func Generate(dir string, spec Spec) (*Files, error) {
 			IPs:        []net.IP{spec.NodeIP, net.IPv4(127, 0, 0, 1)},
 			Usage:      Server,
 		}, f.KubeletCert, f.KubeletKey},
+		{ca, Leaf{CommonName: "kube-controller-manager", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: Server},
+			f.ControllerManagerCert, f.ControllerManagerKey},
+		{ca, Leaf{CommonName: "kube-scheduler", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: Server},
+			f.SchedulerCert, f.SchedulerKey},
 	}
 	for _, c := range certs {
 		certPEM, keyPEM, err := c.ca.Issue(c.leaf)

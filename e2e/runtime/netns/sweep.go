@@ -17,7 +17,7 @@ func Sweep(prefix string) error {
 	if !strings.HasPrefix(prefix, Prefix) {
 		return fmt.Errorf("sweeping network namespaces: prefix %q does not start with %s", prefix, Prefix)
 	}
-	entries, err := os.ReadDir(runDir)
+	entries, err := os.ReadDir(RunDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

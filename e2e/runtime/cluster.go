@@ -1,0 +1,230 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nri-suite/nri-suite/e2e/runtime/netns"
+	"github.com/nri-suite/nri-suite/e2e/runtime/pki"
+)
+
+// The cluster's addresses. They all live in the sandbox's network
+// namespace, which has no route out: the node's address on a dummy
+// interface, the pods' on the CNI bridge, and the service range, which only
+// the API server uses. 198.18.0.0/15 is reserved for benchmarks (RFC 2544),
+// so it meets no real network; the host's resolver sits in 10.0.0.0/8.
+var (
+	clusterNodeAddr = net.IPNet{IP: net.IPv4(198, 18, 0, 2), Mask: net.CIDRMask(24, 32)}
+	clusterPodCIDR  = "198.18.64.0/24"
+	// The first address of the service range is the API server's Service.
+	clusterServiceCIDR = "198.18.128.0/24"
+	clusterServiceIP   = net.IPv4(198, 18, 128, 1)
+)
+
+// clusterHostDirs are created whatever the configuration says: containerd's
+// CNI library caches results in /var/lib/cni/results, and the first named
+// network namespace on a host makes /run/netns (a mount of itself).
+var clusterHostDirs = []string{"/var/lib/cni", netns.RunDir}
+
+// clusterNetnsName names a run dir's network namespace after it, so that a
+// stale one is found with it (SweepStale).
+func clusterNetnsName(runDir string) string {
+	return netns.Prefix + strings.TrimPrefix(filepath.Base(runDir), runDirPrefix)
+}
+
+// cluster is what Options.Cluster adds to a sandbox: its network
+// namespace, credentials, control plane, and the host side's way in.
+type cluster struct {
+	ns         *netns.Namespace
+	files      *pki.Files
+	cni        string // CNI dir for the runtime (RuntimeEnv.CNIDir)
+	http       *http.Client
+	control    *controlPlane
+	forward    *netns.Forwarder
+	kubeconfig string // for the host: the API server through forward
+	client     *kubernetes.Clientset
+}
+
+// startCluster makes the network namespace, the certificates and the CNI
+// configuration, starts the control plane in the namespace, and opens the
+// API server to the host's loopback; the node (runtime, kubelet) follows.
+func (s *Sandbox) startCluster(ctx context.Context) error {
+	c := &cluster{}
+	s.cluster = c
+	var err error
+	if c.ns, err = netns.Create(clusterNetnsName(s.dir), netns.Config{Interface: "node0", Address: &clusterNodeAddr}); err != nil {
+		return err
+	}
+	c.files, err = pki.Generate(filepath.Join(s.dir, "pki"), pki.Spec{
+		NodeName:     s.opts.NodeName,
+		NodeIP:       clusterNodeAddr.IP,
+		APIServerIPs: []net.IP{net.IPv4(127, 0, 0, 1), clusterNodeAddr.IP, clusterServiceIP},
+		APIServerURL: "https://127.0.0.1:" + strconv.Itoa(apiServerPort),
+	})
+	if err != nil {
+		return err
+	}
+	if c.http, err = c.namespaceClient(); err != nil {
+		return err
+	}
+	c.cni = filepath.Join(s.dir, "cni")
+	if err := writeCNI(c.cni, s.opts.Cache, clusterPodCIDR); err != nil {
+		return err
+	}
+	c.control, err = startControlPlane(ctx, controlPlaneSettings{
+		Dir: filepath.Join(s.dir, "control-plane"), Cache: s.opts.Cache, Files: c.files,
+		NodeIP: clusterNodeAddr.IP.String(), ServiceCIDR: clusterServiceCIDR, Netns: c.ns.Path(), HTTP: c.http,
+	}, s.log)
+	if err != nil {
+		return err
+	}
+	if c.forward, err = c.ns.Forward("127.0.0.1:0", "127.0.0.1:"+strconv.Itoa(apiServerPort)); err != nil {
+		return err
+	}
+	c.kubeconfig = filepath.Join(s.dir, "kubeconfig")
+	if err := c.files.WriteAdminKubeconfig(c.kubeconfig, "https://"+c.forward.Addr().String()); err != nil {
+		return err
+	}
+	restConfig, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading the cluster's kubeconfig %s: %w", c.kubeconfig, err)
+	}
+	if c.client, err = kubernetes.NewForConfig(restConfig); err != nil {
+		return fmt.Errorf("making the cluster's client: %w", err)
+	}
+	s.log.WithField("kubeconfig", c.kubeconfig).Info("control plane ready")
+	return nil
+}
+
+// namespaceClient reaches the namespace's loopback (and node address) with
+// the admin kubeconfig's credentials and CA.
+func (c *cluster) namespaceClient() (*http.Client, error) {
+	restConfig, err := clientcmd.BuildConfigFromFlags("", c.files.AdminKubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading the cluster's admin kubeconfig: %w", err)
+	}
+	tlsConfig, err := rest.TLSConfigFor(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading the cluster's admin credentials: %w", err)
+	}
+	return &http.Client{Transport: &http.Transport{DialContext: c.ns.Dial, TLSClientConfig: tlsConfig}}, nil
+}
+
+// kubeletCluster is the kubelet's part of the cluster.
+func (c *cluster) kubelet() *kubeletCluster {
+	return &kubeletCluster{Kubeconfig: c.files.KubeletKubeconfig, ClientCAFile: c.files.CACert,
+		TLSCertFile: c.files.KubeletCert, TLSKeyFile: c.files.KubeletKey}
+}
+
+// waitNodeReady waits until the node is Ready and schedulable: the node
+// lifecycle controller has removed its not-ready taint.
+func (c *cluster) waitNodeReady(ctx context.Context, name string) error {
+	var last error
+	for {
+		node, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			last = err
+		case !nodeReady(node):
+			last = fmt.Errorf("node %s is not Ready", name)
+		case hasTaint(node, corev1.TaintNodeNotReady):
+			last = fmt.Errorf("node %s still has the taint %s", name, corev1.TaintNodeNotReady)
+		default:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for node %s to be Ready: %w (last: %v)", name, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func hasTaint(node *corev1.Node, key string) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// close stops the control plane and removes the network namespace; the
+// node is gone before.
+func (c *cluster) close() error {
+	if c == nil {
+		return nil
+	}
+	c.control.stop()
+	var errs []error
+	if c.forward != nil {
+		errs = append(errs, c.forward.Close())
+	}
+	if c.ns != nil {
+		errs = append(errs, c.ns.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Kubeconfig is the path of a kubeconfig with which the host reaches the
+// cluster's API server as its admin; "" without Options.Cluster.
+func (s *Sandbox) Kubeconfig() string {
+	if s.cluster == nil {
+		return ""
+	}
+	return s.cluster.kubeconfig
+}
+
+// Client is a client of the cluster's API server as its admin; nil without
+// Options.Cluster.
+func (s *Sandbox) Client() *kubernetes.Clientset {
+	if s.cluster == nil {
+		return nil
+	}
+	return s.cluster.client
+}
+
+// WaitPodRunning waits until the cluster's pod namespace/name is Running
+// and returns it as last seen.
+func (s *Sandbox) WaitPodRunning(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	if s.cluster == nil {
+		return nil, fmt.Errorf("waiting for pod %s/%s: the sandbox is not a cluster (Options.Cluster)", namespace, name)
+	}
+	var pod *corev1.Pod
+	err := PollUntil(ctx, 2*time.Minute, 200*time.Millisecond, func() error {
+		var err error
+		if pod, err = s.cluster.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if pod.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod %s/%s is %s", namespace, name, pod.Status.Phase)
+		}
+		return nil
+	})
+	if err != nil {
+		return pod, fmt.Errorf("waiting for pod %s/%s to run: %w", namespace, name, err)
+	}
+	return pod, nil
+}
