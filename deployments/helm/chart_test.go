@@ -200,12 +200,37 @@ func TestChartDefaults(t *testing.T) {
 			ds := r.daemonSets[name]
 			require.NotNil(t, ds)
 			checkDaemonSet(t, name, ds, needs)
-			if name != "security" {
+			switch name {
+			case "security":
+			case "device-injector":
+				assert.Equal(t, "spec-dirs:\n- /etc/cdi\n- /var/run/cdi", r.configMaps[name].Data["config.yaml"],
+					"the plugin reads CDI specs where the chart mounts them")
+			default:
 				assert.Contains(t, r.configMaps[name].Data["config.yaml"], "# defaults: plugins/"+name+"/README.md")
 			}
 			assert.Equal(t, "ghcr.io/nri-suite/nri-"+name+":0.1.0", ds.Spec.Template.Spec.Containers[0].Image)
 		})
 	}
+}
+
+// TestChartCDISpecDirs: moved CDI spec directories are mounted where they
+// are and given to device-injector, unless its config names its own.
+func TestChartCDISpecDirs(t *testing.T) {
+	r, err := render(t, map[string]any{"cdiSpecDirs": []any{"/srv/cdi"}})
+	require.NoError(t, err)
+	assert.Equal(t, "spec-dirs:\n- /srv/cdi", r.configMaps["device-injector"].Data["config.yaml"])
+	var hostPaths []string
+	for _, v := range r.daemonSets["device-injector"].Spec.Template.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths = append(hostPaths, v.HostPath.Path)
+		}
+	}
+	assert.Contains(t, hostPaths, "/srv/cdi")
+
+	r, err = render(t, map[string]any{"cdiSpecDirs": []any{"/srv/cdi"},
+		"plugins": map[string]any{"device-injector": map[string]any{"config": map[string]any{"spec-dirs": []any{"/srv/cdi/a"}}}}})
+	require.NoError(t, err)
+	assert.Equal(t, "spec-dirs:\n- /srv/cdi/a", r.configMaps["device-injector"].Data["config.yaml"], "the config's own wins")
 }
 
 // checkDaemonSet checks what every plugin's DaemonSet must hold.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,13 +57,16 @@ type cluster struct {
 	forward    *netns.Forwarder
 	kubeconfig string // for the host: the API server through forward
 	client     *kubernetes.Clientset
+
+	mu            sync.Mutex
+	podNamespaces map[string]string // pods WritePod created, by name
 }
 
 // startCluster makes the network namespace, the certificates and the CNI
 // configuration, starts the control plane in the namespace, and opens the
 // API server to the host's loopback; the node (runtime, kubelet) follows.
 func (s *Sandbox) startCluster(ctx context.Context) error {
-	c := &cluster{}
+	c := &cluster{podNamespaces: map[string]string{}}
 	s.cluster = c
 	var err error
 	if c.ns, err = netns.Create(clusterNetnsName(s.dir), netns.Config{Interface: "node0", Address: &clusterNodeAddr}); err != nil {
@@ -227,4 +231,36 @@ func (s *Sandbox) WaitPodRunning(ctx context.Context, namespace, name string) (*
 		return pod, fmt.Errorf("waiting for pod %s/%s to run: %w", namespace, name, err)
 	}
 	return pod, nil
+}
+
+// createPod creates pod through the API server, in its namespace (default
+// if unset), remembering where, so that deletePod finds it by name.
+func (c *cluster) createPod(pod *corev1.Pod) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	if _, err := c.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.podNamespaces[pod.Name] = pod.Namespace
+	return nil
+}
+
+// deletePod deletes a pod createPod created.
+func (c *cluster) deletePod(ctx context.Context, name string) error {
+	c.mu.Lock()
+	namespace, ok := c.podNamespaces[name]
+	delete(c.podNamespaces, name)
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("deleting pod %s: the sandbox did not create it", name)
+	}
+	if err := c.client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("deleting pod %s/%s: %w", namespace, name, err)
+	}
+	return nil
 }

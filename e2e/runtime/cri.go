@@ -18,6 +18,9 @@ import (
 type CRI struct {
 	crictl string
 	config string // private crictl.yaml, so that /etc/crictl.yaml never applies
+	// netns is the runtime's network namespace (a cluster's), where its
+	// streaming server (exec, attach) listens on loopback; "" the sandbox's.
+	netns string
 	dir    string // where JSON request files are written
 	// kubeletOwned: a kubelet runs on this endpoint. Its housekeeping
 	// (every 2 s) stops and removes every pod sandbox it did not create,
@@ -35,19 +38,20 @@ var errKubeletOwnsPods = errors.New("the sandbox runs a kubelet, which stops eve
 // newCRI writes a crictl config for endpoint into dir; kubeletOwned says
 // that a kubelet manages the pods on that endpoint, tolerate that pods
 // tolerate missing plugins.
-func newCRI(crictl, endpoint, dir string, kubeletOwned, tolerate bool) (*CRI, error) {
+func newCRI(crictl, endpoint, dir, netns string, kubeletOwned, tolerate bool) (*CRI, error) {
 	config := filepath.Join(dir, "crictl.yaml")
 	body := fmt.Sprintf("runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 30\n", endpoint, endpoint)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		return nil, fmt.Errorf("writing crictl config: %w", err)
 	}
-	return &CRI{crictl: crictl, config: config, dir: dir, kubeletOwned: kubeletOwned, tolerate: tolerate}, nil
+	return &CRI{crictl: crictl, config: config, dir: dir, netns: netns, kubeletOwned: kubeletOwned, tolerate: tolerate}, nil
 }
 
 // Crictl runs crictl with args against the sandbox's runtime and returns its
 // standard output.
 func (c *CRI) Crictl(ctx context.Context, args ...string) ([]byte, error) {
-	return runTool(ctx, nil, append([]string{c.crictl, "--config", c.config}, args...)...)
+	cmd := command{netns: c.netns, argv: append([]string{c.crictl, "--config", c.config}, args...)}
+	return runTool(ctx, nil, cmd.fullArgv()...)
 }
 
 // Container is a CRI container as crictl lists it, with the kubelet's labels

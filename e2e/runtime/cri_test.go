@@ -53,7 +53,7 @@ func TestRunPodSandboxRefusedWithKubelet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cri, err := newCRI(filepath.Join(dir, "no-crictl"), "unix:///nonexistent.sock", dir, tt.kubeletOwned, false)
+			cri, err := newCRI(filepath.Join(dir, "no-crictl"), "unix:///nonexistent.sock", dir, "", tt.kubeletOwned, false)
 			require.NoError(t, err)
 			_, err = cri.RunPodSandbox(context.Background(), map[string]any{"metadata": map[string]any{"name": "p"}})
 			require.Error(t, err, "crictl does not exist, so the call fails either way")
@@ -86,7 +86,7 @@ func TestPodConfigTolerateMissingPlugins(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cri, err := newCRI("crictl", "unix:///nonexistent.sock", dir, false, tt.tolerate)
+			cri, err := newCRI("crictl", "unix:///nonexistent.sock", dir, "", false, tt.tolerate)
 			require.NoError(t, err)
 			path, err := cri.writePodConfig(tt.config)
 			require.NoError(t, err)

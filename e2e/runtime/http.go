@@ -28,6 +28,16 @@ func HTTPGet(ctx context.Context, url string) ([]byte, error) {
 	return get(ctx, http.DefaultClient, url)
 }
 
+// NodeGet is HTTPGet of a URL as seen from the node: in a cluster, from
+// inside its network namespace, where the plugins on the host network
+// listen.
+func (s *Sandbox) NodeGet(ctx context.Context, url string) ([]byte, error) {
+	if s.cluster != nil {
+		return get(ctx, s.cluster.http, url)
+	}
+	return HTTPGet(ctx, url)
+}
+
 // KubeletGet is HTTPGet of path (such as "/pods" or "/metrics/probes") on
 // the kubelet's HTTPS port (KubeletAddr); a cluster's kubelet is asked in
 // its network namespace, as the cluster's admin.

@@ -98,9 +98,13 @@ func (s *Sandbox) CannotRun(pod *corev1.Pod) string {
 	return ""
 }
 
-// PodName is the name the kubelet gives a static pod: the manifest's name
-// with the node name appended.
+// PodName is the name the kubelet gives the pod WritePod wrote from a
+// manifest named manifestName: a static pod's has the node name appended; a
+// cluster's pod keeps its name.
 func (s *Sandbox) PodName(manifestName string) string {
+	if s.cluster != nil {
+		return manifestName
+	}
 	return manifestName + "-" + s.opts.NodeName
 }
 
@@ -113,18 +117,12 @@ func (s *Sandbox) manifestPath(name string) (string, error) {
 	return filepath.Join(s.kubelet.staticPods, name+".yaml"), nil
 }
 
-// WritePod puts a Pod manifest into the kubelet's static pod directory. The
-// file appears atomically (hidden temp file, then rename), so that the
-// kubelet never reads half of it. With Options.TolerateMissingPlugins the
-// manifest carries that annotation (pod itself is left as it is).
+// WritePod gives the kubelet a pod: standalone, its manifest goes into the
+// static pod directory, appearing atomically (hidden temp file, then
+// rename) so that the kubelet never reads half of it; in a cluster it is
+// created through the API server. With Options.TolerateMissingPlugins the
+// pod carries that annotation (pod itself is left as it is).
 func (s *Sandbox) WritePod(pod *corev1.Pod) error {
-	if err := CheckPod(pod); err != nil {
-		return err
-	}
-	path, err := s.manifestPath(pod.Name)
-	if err != nil {
-		return err
-	}
 	manifest := pod.DeepCopy()
 	manifest.Kind, manifest.APIVersion = "Pod", "v1"
 	if _, set := manifest.Annotations[deployments.TolerateMissingPlugins]; s.opts.TolerateMissingPlugins && !set {
@@ -132,6 +130,16 @@ func (s *Sandbox) WritePod(pod *corev1.Pod) error {
 			manifest.Annotations = map[string]string{}
 		}
 		manifest.Annotations[deployments.TolerateMissingPlugins] = "true"
+	}
+	if s.cluster != nil {
+		return s.cluster.createPod(manifest)
+	}
+	if err := CheckPod(pod); err != nil {
+		return err
+	}
+	path, err := s.manifestPath(pod.Name)
+	if err != nil {
+		return err
 	}
 	data, err := yaml.Marshal(manifest)
 	if err != nil {
@@ -147,20 +155,27 @@ func (s *Sandbox) WritePod(pod *corev1.Pod) error {
 	return nil
 }
 
-// RemovePod deletes a pod's manifest, waits until the kubelet has stopped
-// its containers, removes its sandboxes through CRI (instead of waiting for
-// the kubelet's garbage collection) and returns once none of its containers
-// is left.
+// RemovePod takes a pod WritePod gave away from the kubelet (its manifest,
+// or through the API server), waits until the kubelet has stopped its
+// containers, removes its sandboxes through CRI (instead of waiting for the
+// kubelet's garbage collection) and returns once none of its containers is
+// left.
 func (s *Sandbox) RemovePod(ctx context.Context, name string) error {
-	path, err := s.manifestPath(name)
-	if err != nil {
-		return err
-	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("removing manifest of pod %s: %w", name, err)
+	if s.cluster != nil {
+		if err := s.cluster.deletePod(ctx, name); err != nil {
+			return err
+		}
+	} else {
+		path, err := s.manifestPath(name)
+		if err != nil {
+			return err
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("removing manifest of pod %s: %w", name, err)
+		}
 	}
 	podName := s.PodName(name)
-	err = s.pollCRI(ctx, "the kubelet to stop pod "+podName, func(cs []Container, ps []PodSandbox) bool {
+	err := s.pollCRI(ctx, "the kubelet to stop pod "+podName, func(cs []Container, ps []PodSandbox) bool {
 		for _, c := range cs {
 			if c.Pod == podName && c.State == ContainerRunning {
 				return false
@@ -223,8 +238,8 @@ func (s *Sandbox) pollCRI(ctx context.Context, what string, done func([]Containe
 	}
 }
 
-// WaitContainer waits until the container named container of the static pod
-// from manifest name runs, and returns it (the latest attempt).
+// WaitContainer waits until the container named container of the pod
+// WritePod wrote as name runs, and returns it (the latest attempt).
 func (s *Sandbox) WaitContainer(ctx context.Context, name, container string) (Container, error) {
 	if _, err := s.manifestPath(name); err != nil {
 		return Container{}, err

@@ -183,9 +183,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 		RequestTimeout:      2 * time.Second,
 	}
 	s.cdiDir = filepath.Join(s.dir, "cdi")
-	// The shipped drop-ins name two CDI spec dirs (/etc/cdi, /var/run/cdi):
-	// CDISpecDir stands for the first, cdi-run for the second.
-	cdiDirs := []string{s.cdiDir, filepath.Join(s.dir, "cdi-run")}
+	cdiDirs := s.CDISpecDirs()
 	for _, dir := range append([]string{s.nri.PluginPath, s.nri.PluginConfigPath, filepath.Join(s.dir, "plugins"), filepath.Join(s.dir, "cri")}, cdiDirs...) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("creating sandbox directory: %w", err)
@@ -214,7 +212,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if err := s.rt.Start(ctx, env); err != nil {
 		return err
 	}
-	if s.cri, err = newCRI(s.opts.Cache.Bin("crictl"), s.rt.Endpoint(), filepath.Join(s.dir, "cri"), !s.opts.NoKubelet, s.opts.TolerateMissingPlugins); err != nil {
+	if s.cri, err = newCRI(s.opts.Cache.Bin("crictl"), s.rt.Endpoint(), filepath.Join(s.dir, "cri"), env.Netns, !s.opts.NoKubelet, s.opts.TolerateMissingPlugins); err != nil {
 		return err
 	}
 	if s.opts.NoKubelet {
@@ -270,6 +268,11 @@ func (s *Sandbox) NRI() NRIConfig { return s.nri }
 
 // CDISpecDir is a directory the runtime reads CDI specs from.
 func (s *Sandbox) CDISpecDir() string { return s.cdiDir }
+
+// CDISpecDirs are the directories the runtime reads CDI specs from: the
+// shipped drop-ins name two (/etc/cdi, /var/run/cdi), CDISpecDir stands for
+// the first, cdi-run in the run dir for the second.
+func (s *Sandbox) CDISpecDirs() []string { return []string{s.cdiDir, filepath.Join(s.dir, "cdi-run")} }
 
 // CRI talks to the runtime directly.
 func (s *Sandbox) CRI() *CRI { return s.cri }

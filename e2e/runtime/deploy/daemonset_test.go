@@ -108,7 +108,7 @@ func testChartDaemonSets(t *testing.T, rt string) {
 		requireImages(t, pod, images)
 		require.NoError(t, sb.WritePod(pod))
 	}
-	waitConnected(ctx, t)
+	waitConnected(ctx, t, sb)
 	waitProbes(ctx, t, sb, daemonSets)
 	runScenario(ctx, t, sb)
 }

@@ -47,7 +47,7 @@ func testPreRegistered(t *testing.T, rt string) {
 
 	sb := sandbox.NewForTest(t, sandbox.Options{Runtime: rt, PreRegistered: specs})
 	require.NoError(t, os.WriteFile(filepath.Join(sb.CDISpecDir(), "deploy.yaml"), []byte(deviceSpec), 0o644))
-	waitConnected(ctx, t)
+	waitConnected(ctx, t, sb)
 	t.Run("logs", func(t *testing.T) {
 		for name, info := range plugins {
 			data, err := os.ReadFile(filepath.Join(plugin.PreRegisteredLogDir, info.idx+"-"+name+".log"))

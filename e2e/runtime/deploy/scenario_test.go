@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
@@ -31,8 +32,8 @@ var plugins = map[string]pluginInfo{
 	"stats":           {"90", "9190"},
 }
 
-// statsAddr is the stats plugin's default listener.
-const statsAddr = "127.0.0.1:9191"
+// statsPort is the stats plugin's listener's port (its default, and the chart's).
+const statsPort = "9191"
 
 // The test's CDI device: /dev/null as /dev/deploy-null with an env variable.
 const (
@@ -136,9 +137,10 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		assert.NoError(t, err, "the privileged agent mounts: %s", out)
 	})
 	t.Run("stats", func(t *testing.T) {
+		statsAddr := pluginHost(ctx, t, sb, "stats") + ":" + statsPort
 		want := fmt.Sprintf(`pod=%q`, sb.PodName("web"))
 		err := poll(ctx, func() error {
-			body, err := get(ctx, "http://"+statsAddr+"/metrics/cadvisor")
+			body, err := get(ctx, sb, "http://"+statsAddr+"/metrics/cadvisor")
 			if err != nil {
 				return err
 			}
@@ -153,7 +155,7 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		assert.NoError(t, err)
 
 		// The other plugins' readiness, from their status records.
-		body, err := get(ctx, "http://"+statsAddr+"/metrics")
+		body, err := get(ctx, sb, "http://"+statsAddr+"/metrics")
 		require.NoError(t, err)
 		for name, info := range plugins {
 			assert.Contains(t, body, fmt.Sprintf(`nri_suite_stats_plugin_ready{index=%q,plugin=%q} 1`, info.idx, name))
@@ -163,7 +165,7 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 
 // waitConnected waits until every plugin published that it is connected
 // and ready, and answers on its /readyz.
-func waitConnected(ctx context.Context, t *testing.T) {
+func waitConnected(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 	statuses, err := state.PluginStatuses(state.DefaultDir)
 	require.NoError(t, err)
 	for name, info := range plugins {
@@ -172,11 +174,33 @@ func waitConnected(ctx context.Context, t *testing.T) {
 			if err != nil || !found || !st.Connected || !st.Ready {
 				return fmt.Errorf("plugin %s: status %+v (found %v, error %v)", name, st, found, err)
 			}
-			_, err = get(ctx, "http://127.0.0.1:"+info.port+"/readyz")
+			_, err = get(ctx, sb, "http://"+pluginHost(ctx, t, sb, name)+":"+info.port+"/readyz")
 			return err
 		})
 		require.NoError(t, err, "plugin %s connected and ready", name)
 	}
+}
+
+// pluginHost is the address at which plugin name's endpoints answer on the
+// node: loopback, except in a cluster for the chart's pods off the host
+// network (all but security's), which listen on their pod's address.
+func pluginHost(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, name string) string {
+	if sb.Client() == nil {
+		return "127.0.0.1"
+	}
+	pods, err := sb.Client().CoreV1().Pods(release).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nri-" + name})
+	require.NoError(t, err)
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+			continue
+		}
+		if pod.Spec.HostNetwork {
+			return "127.0.0.1"
+		}
+		return pod.Status.PodIP
+	}
+	t.Fatalf("no running pod of plugin %s in namespace %s", name, release)
+	return ""
 }
 
 // placedCPUs returns the cpuset topology-aware published for a container.
@@ -207,8 +231,8 @@ func poll(ctx context.Context, check func() error) error {
 	return sandbox.PollUntil(ctx, 30*time.Second, 100*time.Millisecond, check)
 }
 
-// get returns the body of a 200 answer.
-func get(ctx context.Context, url string) (string, error) {
-	body, err := sandbox.HTTPGet(ctx, url)
+// get returns the body of a 200 answer to a GET of url from the node.
+func get(ctx context.Context, sb *sandbox.Sandbox, url string) (string, error) {
+	body, err := sb.NodeGet(ctx, url)
 	return string(body), err
 }

@@ -1,0 +1,76 @@
+package deploy_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+)
+
+// TestCluster installs the chart with Helm into the cluster sandbox, from
+// the images `make images` writes, and runs through the API what needs it:
+// every plugin's DaemonSet pod becomes Ready through the DaemonSet
+// controller, and pods created through the API server afterwards get each
+// plugin's effect, checked inside their containers (runScenario, the same
+// checks as the static pods of TestChartDaemonSets).
+func TestCluster(t *testing.T) {
+	for _, rt := range sandbox.RuntimeNames() {
+		t.Run(rt, func(t *testing.T) { testCluster(t, rt) })
+	}
+}
+
+// release is the Helm release and namespace the tests install the chart as.
+const release = "nri-suite"
+
+func testCluster(t *testing.T, rt string) {
+	sandbox.RequireClusterPrereqs(t, rt)
+	ctx := sandbox.TestContext(t)
+	images := buildImages(ctx, t)
+	// Made before the sandbox, so that it is removed after the teardown
+	// stopped the containers that mount the helper.
+	helperDir := t.TempDir()
+	sb := sandbox.NewForTest(t, sandbox.Options{Runtime: rt, Cluster: true, Images: images})
+	require.NoError(t, os.WriteFile(filepath.Join(sb.CDISpecDir(), "deploy.yaml"), []byte(deviceSpec), 0o644))
+
+	values := clusterValues(t, sb, helperDir)
+	out, err := sb.Helm(ctx, "install", release, filepath.Join(repoRoot(t), "deployments/helm/nri-suite"),
+		"--namespace", release, "--create-namespace", "--values", values, "--wait", "--timeout", "3m")
+	require.NoError(t, err, "helm install: %s", out)
+	waitConnected(ctx, t, sb)
+	runScenario(ctx, t, sb)
+}
+
+// clusterValues writes the chart values for the sandbox: its NRI socket
+// and CDI directories in place of the host's, the local images only, and
+// sidecar-order's helper directory (the same path on the host and in the
+// containers) in a test directory, which security's policy then names.
+func clusterValues(t *testing.T, sb *sandbox.Sandbox, helperDir string) string {
+	values := map[string]any{
+		"image":       map[string]any{"pullPolicy": "Never"},
+		"nri":         map[string]any{"socketDir": filepath.Dir(sb.NRI().Socket)},
+		"cdiSpecDirs": sb.CDISpecDirs(),
+		"plugins": map[string]any{
+			"sidecar-order": map[string]any{"helperDir": helperDir},
+			"security": map[string]any{"config": map[string]any{"validator": map[string]any{
+				"mounts": map[string]any{"plugins": map[string]any{
+					"20-sidecar-order": []string{helperDir + "/nri-sidecar-helper", "/run/nri-suite/sidecar-order/*"},
+				}},
+			}}},
+		},
+	}
+	critical := &corev1.Pod{Spec: corev1.PodSpec{PriorityClassName: "system-node-critical",
+		Containers: []corev1.Container{{Name: "c"}}}}
+	if sb.CannotRun(critical) == sandbox.CRIONodeCriticalSkip {
+		values["priorityClassName"] = ""
+	}
+	data, err := yaml.Marshal(values)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	return path
+}
