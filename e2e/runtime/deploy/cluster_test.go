@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -42,8 +43,22 @@ func testCluster(t *testing.T, rt string) {
 		"--namespace", release, "--create-namespace", "--values", values, "--wait", "--timeout", "3m")
 	require.NoError(t, err, "helm install: %s", out)
 	waitConnected(ctx, t, sb)
-	runScenario(ctx, t, sb)
+	t.Run("new pods", func(t *testing.T) { runScenario(ctx, t, sb) })
+	for _, sc := range clusterScenarios {
+		t.Run(sc.name, func(t *testing.T) { sc.run(ctx, t, sb) })
+	}
 }
+
+// clusterScenario is a scenario that needs the API server, run on the
+// cluster with the chart installed, one after the other. Each removes what
+// it made, so that the next one starts from the installed suite alone.
+type clusterScenario struct {
+	name string
+	run  func(ctx context.Context, t *testing.T, sb *sandbox.Sandbox)
+}
+
+// clusterScenarios run in this order after the deploy scenario.
+var clusterScenarios = []clusterScenario{}
 
 // clusterValues writes the chart values for the sandbox: its NRI socket
 // and CDI directories in place of the host's, the local images only, and
