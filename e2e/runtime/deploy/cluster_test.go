@@ -31,7 +31,7 @@ const release = "nri-suite"
 func testCluster(t *testing.T, rt string) {
 	sandbox.RequireClusterPrereqs(t, rt)
 	ctx := sandbox.TestContext(t)
-	images := buildImages(ctx, t)
+	images := append(buildImages(ctx, t), buildImages(ctx, t, "IMAGE_TAG="+upgradeTag)...)
 	// Made before the sandbox, so that it is removed after the teardown
 	// stopped the containers that mount the helper.
 	helperDir := t.TempDir()
@@ -39,14 +39,23 @@ func testCluster(t *testing.T, rt string) {
 	require.NoError(t, os.WriteFile(filepath.Join(sb.CDISpecDir(), "deploy.yaml"), []byte(deviceSpec), 0o644))
 
 	values := clusterValues(t, sb, helperDir)
-	out, err := sb.Helm(ctx, "install", release, filepath.Join(repoRoot(t), "deployments/helm/nri-suite"),
+	chart := filepath.Join(repoRoot(t), "deployments/helm/nri-suite")
+	out, err := sb.Helm(ctx, "install", release, chart,
 		"--namespace", release, "--create-namespace", "--values", values, "--wait", "--timeout", "3m")
 	require.NoError(t, err, "helm install: %s", out)
 	waitConnected(ctx, t, sb)
-	t.Run("new pods", func(t *testing.T) { runScenario(ctx, t, sb) })
+	t.Run("new pods", func(t *testing.T) {
+		runScenario(ctx, t, sb)
+		for _, name := range scenarioPods {
+			if sb.CreatedPod(name) {
+				require.NoError(t, sb.RemovePod(ctx, name))
+			}
+		}
+	})
 	for _, sc := range clusterScenarios {
 		t.Run(sc.name, func(t *testing.T) { sc.run(ctx, t, sb) })
 	}
+	t.Run("helm lifecycle", func(t *testing.T) { helmLifecycle(ctx, t, sb, chart, values) })
 }
 
 // clusterScenario is a scenario that needs the API server, run on the

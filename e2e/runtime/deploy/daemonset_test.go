@@ -113,11 +113,11 @@ func testChartDaemonSets(t *testing.T, rt string) {
 	runScenario(ctx, t, sb)
 }
 
-// buildImages runs `make images` into a temporary directory and returns
-// the archives under the references they name.
-func buildImages(ctx context.Context, t *testing.T) []sandbox.Image {
+// buildImages runs `make images` (with makeVars) into a temporary directory
+// and returns the archives under the references they name.
+func buildImages(ctx context.Context, t *testing.T, makeVars ...string) []sandbox.Image {
 	out := t.TempDir()
-	cmd := exec.CommandContext(ctx, "make", "-C", repoRoot(t), "images", "IMAGES_OUT="+out)
+	cmd := exec.CommandContext(ctx, "make", append([]string{"-C", repoRoot(t), "images", "IMAGES_OUT=" + out}, makeVars...)...)
 	log, err := cmd.CombinedOutput()
 	require.NoError(t, err, "make images: %s", log)
 	archives, err := filepath.Glob(filepath.Join(out, "nri-*.tar"))

@@ -1,0 +1,209 @@
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nri-suite/nri-suite/common/state"
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+)
+
+// upgradeTag is the image tag `helm upgrade` moves the release to: the same
+// binaries as the chart's appVersion, under another reference, so that
+// every DaemonSet rolls.
+const upgradeTag = "0.1.0-upgrade"
+
+// helmLifecycle upgrades the release (a new image tag and a changed plugin
+// configuration), rolls it back and uninstalls it, with a workload running
+// throughout: its containers keep their CPUs, memory nodes, seccomp filter
+// and device at every step, and every pod created while the DaemonSets
+// roll is either handled by the plugins or refused with a plugin's reason
+// first (the kubelet retries a refused container), never left unhandled.
+func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart, values string) {
+	workload := startWorkload(ctx, t, sb)
+	before := snapshot(ctx, t, sb, workload)
+
+	t.Run("upgrade", func(t *testing.T) {
+		rolled := whileCreatingPods(ctx, t, sb, func() {
+			out, err := sb.Helm(ctx, "upgrade", release, chart, "--namespace", release, "--values", values,
+				"--set", "image.tag="+upgradeTag, "--set", "plugins.stats.config.cache=2s", "--wait", "--timeout", "3m")
+			require.NoError(t, err, "helm upgrade: %s", out)
+		})
+		requireImageTag(ctx, t, sb, upgradeTag)
+		config, err := sb.Client().CoreV1().ConfigMaps(release).Get(ctx, release+"-stats", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Contains(t, config.Data["config.yaml"], "cache: 2s", "the changed configuration reached the plugin's ConfigMap")
+		waitConnected(ctx, t, sb)
+		assert.Equal(t, before, snapshot(ctx, t, sb, workload), "the running workload kept everything through the roll")
+		checkRolledPods(ctx, t, sb, rolled)
+	})
+	t.Run("rollback", func(t *testing.T) {
+		out, err := sb.Helm(ctx, "rollback", release, "1", "--namespace", release, "--wait", "--timeout", "3m")
+		require.NoError(t, err, "helm rollback: %s", out)
+		requireImageTag(ctx, t, sb, "0.1.0")
+		waitConnected(ctx, t, sb)
+		assert.Equal(t, before, snapshot(ctx, t, sb, workload), "the running workload kept everything through the rollback")
+	})
+	t.Run("uninstall", func(t *testing.T) {
+		out, err := sb.Helm(ctx, "uninstall", release, "--namespace", release, "--wait", "--timeout", "3m")
+		require.NoError(t, err, "helm uninstall: %s", out)
+		err = poll(ctx, func() error {
+			pods, err := sb.Client().CoreV1().Pods(release).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(pods.Items) > 0 {
+				return fmt.Errorf("%d plugin pods are left, the first %s", len(pods.Items), pods.Items[0].Name)
+			}
+			return nil
+		})
+		require.NoError(t, err, "the plugins' pods go")
+		assert.Equal(t, before, snapshot(ctx, t, sb, workload), "the running workload is untouched by the uninstall")
+		left, err := filepath.Glob(filepath.Join(state.DefaultDir, "*", "*"))
+		require.NoError(t, err)
+		t.Logf("left in %s after the uninstall: %v", state.DefaultDir, left)
+	})
+}
+
+// workloadPod is a container of the lifecycle's workload.
+type workloadPod struct{ pod, container string }
+
+// startWorkload runs a pod with a CDI device and a sidecar on the shared
+// pool and, where the runtime runs Guaranteed pods, one with an exclusive
+// CPU.
+func startWorkload(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) []workloadPod {
+	shared := sandbox.BusyboxPod("life-web", "app", "log-shipper")
+	shared.Annotations = map[string]string{
+		"cdi-devices.nri-suite.io/container.app": device,
+		"sidecar-order.nri-suite.io/sidecars":    "log-shipper",
+	}
+	pods := []*corev1.Pod{shared}
+	workload := []workloadPod{{"life-web", "app"}, {"life-web", "log-shipper"}}
+	exclusive := sandbox.BusyboxPod("life-db")
+	one := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	exclusive.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
+	if sb.CannotRun(exclusive) == "" {
+		pods = append(pods, exclusive)
+		workload = append(workload, workloadPod{"life-db", "main"})
+	}
+	for _, pod := range pods {
+		require.NoError(t, sb.WritePod(pod))
+	}
+	for _, w := range workload {
+		_, err := sb.WaitContainer(ctx, w.pod, w.container)
+		require.NoError(t, err)
+	}
+	return workload
+}
+
+// containerState is what a plugin gave a running container.
+type containerState struct {
+	ID, CPUs, Mems, Seccomp string
+	Device                  bool
+}
+
+// snapshot reads every workload container's state from inside it.
+func snapshot(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, workload []workloadPod) map[string]containerState {
+	states := map[string]containerState{}
+	for _, w := range workload {
+		c, err := sb.WaitContainer(ctx, w.pod, w.container)
+		require.NoError(t, err)
+		status, err := sb.ProcStatus(ctx, c.ID)
+		require.NoError(t, err)
+		_, devErr := sb.CRI().Exec(ctx, c.ID, "test", "-c", "/dev/deploy-null")
+		states[w.pod+"/"+w.container] = containerState{ID: c.ID, CPUs: status["Cpus_allowed_list"],
+			Mems: status["Mems_allowed_list"], Seccomp: status["Seccomp"], Device: devErr == nil}
+	}
+	return states
+}
+
+// whileCreatingPods runs roll and, until it returns, creates a pod asking
+// for the CDI device every second; it returns their names.
+func whileCreatingPods(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, roll func()) []string {
+	var (
+		names []string
+		wg    sync.WaitGroup
+	)
+	done := make(chan struct{})
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			pod := sandbox.BusyboxPod(fmt.Sprintf("roll-%d", i))
+			pod.Annotations = map[string]string{"cdi-devices.nri-suite.io": device}
+			if err := sb.WritePod(pod); err != nil {
+				t.Errorf("creating pod during the roll: %v", err)
+				return
+			}
+			names = append(names, pod.Name)
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	})
+	roll()
+	close(done)
+	wg.Wait()
+	return names
+}
+
+// checkRolledPods checks each pod created during the roll: its container
+// runs with the device and a placement, and, if it was refused on the way,
+// every refusal named a plugin's reason.
+func checkRolledPods(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, names []string) {
+	refused := 0
+	for _, name := range names {
+		c, err := sb.WaitContainer(ctx, name, "main")
+		if !assert.NoError(t, err, "pod %s created during the roll runs in the end", name) {
+			continue
+		}
+		_, err = sb.CRI().Exec(ctx, c.ID, "test", "-c", "/dev/deploy-null")
+		assert.NoError(t, err, "pod %s created during the roll has its device", name)
+		assert.NotEmpty(t, placedCPUs(ctx, t, c.ID), "pod %s created during the roll is placed", name)
+		events, err := sb.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + name + ",reason=Failed"})
+		require.NoError(t, err)
+		for _, e := range events.Items {
+			refused++
+			t.Logf("pod %s was refused during the roll: %s", name, e.Message)
+			assert.Regexp(t, `NRI|plugin`, e.Message, "a refusal names the plugin's reason")
+		}
+	}
+	t.Logf("%d pods created during the roll, %d refusals on the way", len(names), refused)
+	for _, name := range names {
+		require.NoError(t, sb.RemovePod(ctx, name))
+	}
+}
+
+// requireImageTag waits until every plugin pod of the release runs the
+// image tag.
+func requireImageTag(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, tag string) {
+	err := poll(ctx, func() error {
+		pods, err := sb.Client().CoreV1().Pods(release).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) != len(plugins) {
+			return fmt.Errorf("%d plugin pods, expected %d", len(pods.Items), len(plugins))
+		}
+		for _, pod := range pods.Items {
+			image := pod.Spec.Containers[0].Image
+			if !strings.HasSuffix(image, ":"+tag) || pod.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("pod %s runs %s (%s), expected tag %s", pod.Name, image, pod.Status.Phase, tag)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
