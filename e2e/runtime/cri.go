@@ -21,7 +21,7 @@ type CRI struct {
 	// netns is the runtime's network namespace (a cluster's), where its
 	// streaming server (exec, attach) listens on loopback; "" the sandbox's.
 	netns string
-	dir    string // where JSON request files are written
+	dir   string // where JSON request files are written
 	// kubeletOwned: a kubelet runs on this endpoint. Its housekeeping
 	// (every 2 s) stops and removes every pod sandbox it did not create,
 	// "orphaned" ones, so a pod made here would die at a random moment.
