@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +36,9 @@ func testCluster(t *testing.T, rt string) {
 	// Made before the sandbox, so that it is removed after the teardown
 	// stopped the containers that mount the helper.
 	helperDir := t.TempDir()
+	start := time.Now()
 	sb := sandbox.NewForTest(t, sandbox.Options{Runtime: rt, Cluster: true, Images: images})
+	nodeReady := time.Since(start)
 	require.NoError(t, os.WriteFile(filepath.Join(sb.CDISpecDir(), "deploy.yaml"), []byte(deviceSpec), 0o644))
 
 	values := clusterValues(t, sb, helperDir)
@@ -44,6 +47,9 @@ func testCluster(t *testing.T, rt string) {
 		"--namespace", release, "--create-namespace", "--values", values, "--wait", "--timeout", "3m")
 	require.NoError(t, err, "helm install: %s", out)
 	waitConnected(ctx, t, sb)
+	// The figure docs/benchmarks.md quotes; never asserted.
+	t.Logf("cluster start: node Ready after %s, every plugin Ready after %s", nodeReady.Round(100*time.Millisecond),
+		time.Since(start).Round(100*time.Millisecond))
 	t.Run("new pods", func(t *testing.T) {
 		runScenario(ctx, t, sb)
 		for _, name := range scenarioPods {
