@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,9 +18,12 @@ import (
 // TestCluster installs the chart with Helm into the cluster sandbox, from
 // the images `make images` writes, and runs through the API what needs it:
 // every plugin's DaemonSet pod becomes Ready through the DaemonSet
-// controller, and pods created through the API server afterwards get each
+// controller, all five at once as on a booting node (on containerd the
+// shipped drop-in refuses every other container until security is
+// connected, and only the chart's tolerate annotation lets the plugins' own
+// start first), and pods created through the API server afterwards get each
 // plugin's effect, checked inside their containers (runScenario, the same
-// checks as the static pods of TestChartDaemonSets).
+// checks as the pre-registered plugins').
 func TestCluster(t *testing.T) {
 	for _, rt := range sandbox.RuntimeNames() {
 		t.Run(rt, func(t *testing.T) { testCluster(t, rt) })
@@ -103,4 +107,22 @@ func clusterValues(t *testing.T, sb *sandbox.Sandbox, helperDir string) string {
 	path := filepath.Join(t.TempDir(), "values.yaml")
 	require.NoError(t, os.WriteFile(path, data, 0o644))
 	return path
+}
+
+// buildImages runs `make images` (with makeVars) into a temporary directory
+// and returns the archives under the references they name.
+func buildImages(ctx context.Context, t *testing.T, makeVars ...string) []sandbox.Image {
+	out := t.TempDir()
+	cmd := exec.CommandContext(ctx, "make", append([]string{"-C", repoRoot(t), "images", "IMAGES_OUT=" + out}, makeVars...)...)
+	log, err := cmd.CombinedOutput()
+	require.NoError(t, err, "make images: %s", log)
+	archives, err := filepath.Glob(filepath.Join(out, "nri-*.tar"))
+	require.NoError(t, err)
+	require.Len(t, archives, len(plugins), "one image per plugin: %s", log)
+	images := make([]sandbox.Image, len(archives))
+	for i, archive := range archives {
+		images[i], err = sandbox.ArchiveImage(archive)
+		require.NoError(t, err)
+	}
+	return images
 }
