@@ -101,6 +101,25 @@ func (a Annotations) checkForms(key string) error {
 		key, key, key)}
 }
 
+// AnnotationDomain is the domain of an annotation key: its prefix
+// ("cdi.k8s.io" of "cdi.k8s.io/claim"), or the key itself when it has none.
+// Every form of one of the suite's keys (<key>, <key>/pod,
+// <key>/container.<name>) has the same domain, and so has every standard
+// CDI key.
+func AnnotationDomain(key string) string {
+	domain, _, _ := strings.Cut(key, "/")
+	return domain
+}
+
+// AnnotationFor reports whether the pod annotation key is for the container
+// named container: <domain>/container.<name> is for that container only,
+// every other key for each container of the pod.
+func AnnotationFor(key, container string) bool {
+	_, suffix, _ := strings.Cut(key, "/")
+	name, scoped := strings.CutPrefix(suffix, "container.")
+	return !scoped || name == container
+}
+
 // CheckSize refuses the value of the annotation key when it is longer than
 // max bytes, with an *AnnotationError that quotes only its beginning.
 func CheckSize(key, value string, max int) error {

@@ -338,3 +338,26 @@ func FuzzAnnotations(f *testing.F) {
 		}
 	})
 }
+
+func TestAnnotationDomainAndFor(t *testing.T) {
+	for _, tc := range []struct {
+		key, domain string
+		forApp      bool
+	}{
+		{"cdi-devices.nri-suite.io", "cdi-devices.nri-suite.io", true},
+		{"cdi-devices.nri-suite.io/pod", "cdi-devices.nri-suite.io", true},
+		{"cdi-devices.nri-suite.io/container.app", "cdi-devices.nri-suite.io", true},
+		{"cdi-devices.nri-suite.io/container.web", "cdi-devices.nri-suite.io", false},
+		{"cdi-devices.nri-suite.io/container.", "cdi-devices.nri-suite.io", false},
+		{"cdi.k8s.io/claim-0", "cdi.k8s.io", true},
+		{"cdi.k8s.io/container.app", "cdi.k8s.io", true},
+		{"cdi.k8s.io/container.application", "cdi.k8s.io", false},
+		{"sidecar-order.nri-suite.io/sidecars", "sidecar-order.nri-suite.io", true},
+		{"ready.sidecar-order.nri-suite.io/container.app", "ready.sidecar-order.nri-suite.io", true},
+		{"app/container.web/x", "app", false},
+		{"", "", true},
+	} {
+		assert.Equal(t, tc.domain, AnnotationDomain(tc.key), "domain of %q", tc.key)
+		assert.Equal(t, tc.forApp, AnnotationFor(tc.key, "app"), "%q for container app", tc.key)
+	}
+}

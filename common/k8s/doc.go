@@ -18,9 +18,11 @@
 //     (<key>/container.<name> > <key>/pod > <key>), the refusal of values
 //     above a size limit and of keys in none of those forms, and typed
 //     parsers whose errors name the key, the value (a bounded prefix of it)
-//     and what was expected.
+//     and what was expected; the domain of a key and whether a key is for
+//     a given container.
 //   - names.go: RFC 1123 labels, the form of namespace and container names,
-//     for the configs that name namespaces.
+//     and subdomains, the form of annotation key prefixes, for the configs
+//     that name them.
 //   - container.go: all of the above for one container in one call.
 //
 // Everything here is pure: no I/O, no global state.

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nri-suite/nri-suite/common/quote"
 )
@@ -15,6 +16,21 @@ func IsDNSLabel(s string) bool {
 		ok = ok && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-')
 	}
 	return ok
+}
+
+// IsDNSSubdomain reports whether s is an RFC 1123 subdomain (at most 253
+// characters, RFC 1123 labels joined by '.'): the form of an annotation
+// key's prefix, such as cdi.k8s.io.
+func IsDNSSubdomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if !IsDNSLabel(label) {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckNamespace accepts a Kubernetes namespace name, found under the

@@ -40,3 +40,27 @@ func TestCheckNamespace(t *testing.T) {
 	err := CheckNamespace("policy.namespaces", strings.Repeat("X", 1<<20))
 	assert.Less(t, len(err.Error()), 1024, "the error quotes a bounded prefix")
 }
+
+func TestIsDNSSubdomain(t *testing.T) {
+	for _, tc := range []struct {
+		s  string
+		ok bool
+	}{
+		{"cdi.k8s.io", true},
+		{"cdi-devices.nri-suite.io", true},
+		{"localhost", true},
+		{strings.Repeat("a.", 126) + "a", true}, // 253
+		{strings.Repeat("a.", 126) + "ab", false},
+		{"", false},
+		{"cdi.k8s.io/", false},
+		{".cdi.k8s.io", false},
+		{"cdi..io", false},
+		{"cdi.k8s.io.", false},
+		{"CDI.k8s.io", false},
+		{"cdi_devices.io", false},
+		{"-cdi.io", false},
+		{strings.Repeat("a", 64) + ".io", false},
+	} {
+		assert.Equal(t, tc.ok, IsDNSSubdomain(tc.s), "%q", tc.s)
+	}
+}

@@ -201,11 +201,7 @@ func standardCDI(pod map[string]string, container string) ([]standardRequest, er
 	var out []standardRequest
 	var errs []error
 	for key, value := range pod {
-		suffix, ok := strings.CutPrefix(key, cdi.AnnotationPrefix)
-		if !ok {
-			continue
-		}
-		if name, scoped := strings.CutPrefix(suffix, "container."); scoped && name != container {
+		if !strings.HasPrefix(key, cdi.AnnotationPrefix) || !k8s.AnnotationFor(key, container) {
 			continue
 		}
 		if err := k8s.CheckSize(key, value, MaxValue); err != nil {
