@@ -66,6 +66,11 @@ const (
 	// RuleRequiredPlugins refuses containers when a required plugin is
 	// not connected.
 	RuleRequiredPlugins Rule = "required-plugins"
+	// RuleAnnotatedPlugins refuses a container whose pod carries an
+	// annotation that a plugin handles (validator.annotation-plugins) while
+	// that plugin is not connected: the runtime would create the container
+	// without what the annotation asks for.
+	RuleAnnotatedPlugins Rule = "annotated-plugins"
 	// RulePluginIdentity refuses containers while a plugin registers
 	// under the name of one that policy trusts (or of this plugin).
 	RulePluginIdentity Rule = "plugin-identity"
@@ -74,7 +79,7 @@ const (
 // ValidatorRules are the rules that judge other plugins' adjustments.
 var ValidatorRules = []Rule{RuleOCIHooks, RuleSeccompAdjustment, RuleHostNamespaces, RuleSysctls,
 	RuleDevices, RuleDeviceCgroups, RuleMounts, RuleCgroupsPath, RuleOOMScoreAdj, RuleEnv, RuleRlimits,
-	RuleRequiredPlugins, RulePluginIdentity}
+	RuleRequiredPlugins, RuleAnnotatedPlugins, RulePluginIdentity}
 
 // Rules lists every rule, in the order the README documents them.
 var Rules = append([]Rule{RuleSeccomp, RuleUserNamespace, RuleTolerateMissingPlugins}, ValidatorRules...)
@@ -214,6 +219,12 @@ func (c *Config) contradictions() error {
 		{RuleSeccomp, "seccomp.complain.runtime-handlers", c.Seccomp.Complain.RuntimeHandlers, true},
 		{RuleSeccomp, "seccomp.privileged.namespaces", nonDefault(c.Seccomp.Privileged, false), false},
 		{RuleSeccomp, "seccomp.privileged.runtime-handlers", nonDefault(c.Seccomp.Privileged, true), true},
+	}
+	// The map asks the rule to act on every pod: off may spare namespaces
+	// and handlers, not all of them.
+	if len(c.Validator.AnnotationPlugins) > 0 && c.modes[RuleAnnotatedPlugins].Default == Off {
+		return fmt.Errorf("rules.%s.mode: off contradicts validator.annotation-plugins, which asks rule %[1]s to act: remove one of them",
+			RuleAnnotatedPlugins)
 	}
 	for _, d := range demands {
 		modes := c.modes[d.rule]

@@ -16,6 +16,7 @@ rules:
   seccomp: {mode: enforce, namespaces: {kube-system: "off", staging: audit}}
   oci-hooks: {mode: audit}
   required-plugins: {namespaces: {kube-system: "off"}}
+  annotated-plugins: {namespaces: {kube-system: "off", staging: audit}}
   user-namespace: {runtime-handlers: {kata: "off"}}
   host-namespaces: {mode: audit, namespaces: {tenants: enforce}, runtime-handlers: {runc2: "off"}}
 seccomp:
@@ -42,6 +43,7 @@ validator:
   env: {denied: [SECRET_*], plugins: {30-topology-aware: [LD_BIND_NOW]}}
   rlimits: {max: {RLIMIT_MEMLOCK: 65536}}
   required-plugins: [30-topology-aware]
+  annotation-plugins: {cdi-devices.nri-suite.io: 10-device-injector, cdi.k8s.io: 10-device-injector, sidecar-order.nri-suite.io: 20-sidecar-order}
 `
 
 func ns(namespace string) Scope { return Scope{Namespace: namespace, Pod: "p"} }
@@ -61,6 +63,9 @@ func TestParse(t *testing.T) {
 		{RuleRequiredPlugins, ns("kube-system"), Off},
 		{RuleRequiredPlugins, ns("default"), Enforce},
 		{RuleSysctls, ns("anything"), Enforce},
+		{RuleAnnotatedPlugins, ns("default"), Enforce},
+		{RuleAnnotatedPlugins, ns("kube-system"), Off},
+		{RuleAnnotatedPlugins, ns("staging"), Audit},
 		{RuleUserNamespace, Scope{Namespace: "tenants", RuntimeHandler: "kata"}, Off},
 		{RuleUserNamespace, Scope{Namespace: "tenants", RuntimeHandler: "runc2"}, Enforce},
 		{RuleHostNamespaces, ns("tenants"), Enforce},
@@ -133,6 +138,8 @@ func TestParse(t *testing.T) {
 	assert.Equal(t, uint64(1<<20), limit)
 	_, ok = v.Rlimits.Ceiling("RLIMIT_RTPRIO")
 	assert.False(t, ok)
+	assert.Equal(t, map[string]string{"cdi-devices.nri-suite.io": "10-device-injector", "cdi.k8s.io": "10-device-injector",
+		"sidecar-order.nri-suite.io": "20-sidecar-order"}, v.AnnotationPlugins)
 }
 
 func TestDefault(t *testing.T) {
@@ -149,12 +156,27 @@ func TestDefault(t *testing.T) {
 		assert.False(t, ok)
 		assert.False(t, cfg.Validator.Devices.Allows("10-device-injector", "/dev/null"))
 		assert.False(t, cfg.Validator.Mounts.Allows("20-sidecar-order", "/opt/x"))
+		assert.Empty(t, cfg.Validator.AnnotationPlugins, "no annotation refuses a pod unless configured: a node without device-injector runs cdi.k8s.io pods")
 	}
 	assert.Equal(t, Enforce, Default().Mode(RuleDevices, ns("x")))
 	cfg, err := Parse([]byte("rules: {oci-hooks: audit}\nseccomp: {privileged: refuse}\n"), "cfg.yaml")
 	require.NoError(t, err, "a plain value is the default of a scoped setting")
 	assert.Equal(t, Audit, cfg.Mode(RuleOCIHooks, ns("x")))
 	assert.Equal(t, PrivilegedRefuse, cfg.Seccomp.Privileged.For(ns("x")))
+}
+
+// Only the rule off everywhere contradicts validator.annotation-plugins:
+// sparing a namespace or auditing does not, nor off without a map.
+func TestAnnotationPluginsModes(t *testing.T) {
+	const owned = "validator: {annotation-plugins: {cdi.k8s.io: 10-device-injector}}\n"
+	for _, data := range []string{
+		owned + "rules: {annotated-plugins: audit}\n",
+		owned + "rules: {annotated-plugins: {namespaces: {kube-system: \"off\"}}}\n",
+		"rules: {annotated-plugins: \"off\"}\n",
+	} {
+		_, err := Parse([]byte(data), "cfg.yaml")
+		assert.NoError(t, err, data)
+	}
 }
 
 func TestParseErrors(t *testing.T) {
@@ -244,6 +266,20 @@ func TestParseErrors(t *testing.T) {
 			`validator.allowed-sysctls: "net.*.x": expected a sysctl name`},
 		{"bad device pattern", "validator: {devices: {plugins: {10-x: [\"/dev/[\"]}}}\n",
 			`validator.devices.plugins.10-x: "/dev/[": expected a path.Match pattern`},
+		{"annotation plugin without index", "validator: {annotation-plugins: {cdi.k8s.io: device-injector}}\n",
+			`validator.annotation-plugins.cdi.k8s.io: "device-injector": expected a plugin as NRI registers it, a two-digit index`},
+		{"annotation plugin empty", "validator: {annotation-plugins: {cdi.k8s.io: \"\"}}\n",
+			`validator.annotation-plugins.cdi.k8s.io: "": expected a plugin as NRI registers it`},
+		{"empty annotation domain", "validator: {annotation-plugins: {\"\": 10-device-injector}}\n",
+			`validator.annotation-plugins: "": expected the domain of annotation keys, such as cdi-devices.nri-suite.io or cdi.k8s.io (lowercase letters, digits, '-' and '.', without '/')`},
+		{"annotation domain with a slash", "validator: {annotation-plugins: {cdi.k8s.io/: 10-device-injector}}\n",
+			`validator.annotation-plugins: "cdi.k8s.io/": expected the domain of annotation keys`},
+		{"annotation key for a domain", "validator: {annotation-plugins: {sidecar-order.nri-suite.io/sidecars: 20-sidecar-order}}\n",
+			`validator.annotation-plugins: "sidecar-order.nri-suite.io/sidecars": expected the domain of annotation keys`},
+		{"annotation domain in capitals", "validator: {annotation-plugins: {CDI.k8s.io: 10-device-injector}}\n",
+			`validator.annotation-plugins: "CDI.k8s.io": expected the domain of annotation keys`},
+		{"annotation plugins with the rule off", "validator: {annotation-plugins: {cdi.k8s.io: 10-device-injector}}\nrules: {annotated-plugins: \"off\"}\n",
+			`rules.annotated-plugins.mode: off contradicts validator.annotation-plugins, which asks rule annotated-plugins to act: remove one of them`},
 		{"two documents", "rules: {}\n---\nrules: {}\n", "expected a single YAML document"},
 		{"bad namespace of a megabyte", "seccomp: {exempt: {namespaces: [" + strings.Repeat("X", 1<<20) + "]}}\n",
 			`seccomp.exempt.namespaces: "XXXX`},
@@ -274,7 +310,9 @@ func FuzzParse(f *testing.F) {
 		"runtime-handlers: [k]\nrules: {seccomp: {runtime-handlers: {k: \"off\"}}}\n", "validator: {device-cgroups: {allowed: [\"a *:* rwm\"]}}\n",
 		"seccomp: {privileged: {mode: refuse}}\n", "seccomp: {profile-dir: /}\n", "seccomp: {profile-dir: /p/../q}\n",
 		"validator: {mounts: {allowed: [/run/nri-suite/sidecar-order/*], plugins: {10-device-injector: [/dev/fuse]}}, env: {denied: [X_*]}, rlimits: {max: {RLIMIT_NOFILE: 1}}}\n",
-		"validator: {hook-plugins: [10-" + strings.Repeat("x!", 1<<12) + "]}\n", "rules: {" + strings.Repeat("r", 1<<13) + ": audit}\n"} {
+		"validator: {hook-plugins: [10-" + strings.Repeat("x!", 1<<12) + "]}\n", "rules: {" + strings.Repeat("r", 1<<13) + ": audit}\n",
+		"validator: {annotation-plugins: {cdi.k8s.io: 10-device-injector, a.b/c: 20-x}}\n",
+		"validator: {annotation-plugins: {x: 10-y}}\nrules: {annotated-plugins: {mode: \"off\", namespaces: {a: audit}}}\n"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -286,6 +324,10 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, r := range Rules {
 			assert.Contains(t, []Mode{Enforce, Audit, Off}, cfg.Mode(r, ns("default")), "every rule has a valid mode")
+		}
+		for domain, id := range cfg.Validator.AnnotationPlugins {
+			assert.NotContains(t, domain, "/", "a domain matches keys by their prefix")
+			assert.NotEmpty(t, PluginID(id).Name(), "a plugin as NRI registers it")
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/quote"
 )
 
@@ -32,6 +33,11 @@ type ValidatorFile struct {
 	Rlimits RlimitPolicy `yaml:"rlimits"`
 	// RequiredPlugins must be connected for any container to be created.
 	RequiredPlugins []string `yaml:"required-plugins"`
+	// AnnotationPlugins maps the domain of annotation keys
+	// (cdi-devices.nri-suite.io, cdi.k8s.io) to the plugin that acts on
+	// them: a container whose pod carries one is refused while that plugin
+	// is not connected.
+	AnnotationPlugins map[string]string `yaml:"annotation-plugins"`
 }
 
 // PluginPatterns are path.Match patterns of what plugins may add: Allowed
@@ -209,6 +215,15 @@ func (v ValidatorFile) check() error {
 			if err := checkPluginID(key, id); err != nil {
 				return err
 			}
+		}
+	}
+	for _, domain := range slices.Sorted(maps.Keys(v.AnnotationPlugins)) {
+		if !k8s.IsDNSSubdomain(domain) {
+			return fmt.Errorf("validator.annotation-plugins: %s: expected the domain of annotation keys, such as cdi-devices.nri-suite.io or cdi.k8s.io "+
+				"(lowercase letters, digits, '-' and '.', without '/')", quote.Value(domain))
+		}
+		if err := checkPluginID("validator.annotation-plugins."+domain, v.AnnotationPlugins[domain]); err != nil {
+			return err
 		}
 	}
 	for _, s := range v.AllowedSysctls {

@@ -207,6 +207,60 @@ func TestValidateAuditLine(t *testing.T) {
 	assert.Equal(t, 1.0, f.decisions(t, "sysctls", outcomePass))
 }
 
+// A pod asking device-injector for a device while it is not connected is
+// refused with the reason where the rule enforces, logged where it audits,
+// and let through where it is off.
+func TestValidateAnnotatedPlugins(t *testing.T) {
+	f := newFixture(t, `validator: {annotation-plugins: {cdi-devices.nri-suite.io: 10-device-injector}}
+rules: {annotated-plugins: {namespaces: {staging: audit, kube-system: "off"}}}
+`)
+	annotated := map[string]string{"cdi-devices.nri-suite.io/container.app": "vendor.com/gpu=0"}
+	for _, tc := range []struct {
+		namespace   string
+		annotations map[string]string
+		plugins     []string
+		wantErr     string
+		wantAudit   bool
+	}{
+		{namespace: "default", annotations: annotated, wantErr: "security validator refused container default/web/app: " +
+			"rule annotated-plugins: plugin 10-device-injector is not connected, and the pod's annotations ask it to act on this container " +
+			"(validator.annotation-plugins): refused rather than created without it: cdi-devices.nri-suite.io/container.app"},
+		{namespace: "default", annotations: annotated, plugins: []string{"10-device-injector"}},
+		{namespace: "default"},
+		{namespace: "staging", annotations: annotated, wantAudit: true},
+		{namespace: "kube-system", annotations: annotated},
+	} {
+		t.Run(fmt.Sprintf("%s/%v/%v", tc.namespace, len(tc.annotations), tc.plugins), func(t *testing.T) {
+			f.logs.Reset()
+			req := &api.ValidateContainerAdjustmentRequest{Pod: pod(tc.namespace, "web", tc.annotations),
+				Container: &api.Container{Id: "c1", Name: "app"}, Adjust: &api.ContainerAdjustment{}, Owners: api.NewOwningPlugins()}
+			for _, id := range tc.plugins {
+				idx, name, _ := strings.Cut(id, "-")
+				req.AddPlugin(name, idx)
+			}
+			err := f.p.ValidateContainerAdjustment(context.Background(), req)
+			if tc.wantErr != "" {
+				assert.EqualError(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			var audits []string
+			for _, e := range f.logs.AllEntries() {
+				if strings.HasPrefix(e.Message, "audit:") {
+					audits = append(audits, fmt.Sprint(e.Data["rule"], " ", e.Data["plugin"], " ", e.Data["items"]))
+				}
+			}
+			if tc.wantAudit {
+				assert.Equal(t, []string{"annotated-plugins 10-device-injector cdi-devices.nri-suite.io/container.app"}, audits)
+			} else {
+				assert.Empty(t, audits)
+			}
+		})
+	}
+	assert.Equal(t, 1.0, f.decisions(t, "annotated-plugins", outcomeRefused))
+	assert.Equal(t, 1.0, f.decisions(t, "annotated-plugins", outcomeAudited))
+}
+
 // normalize renders string-typed field values (config.Rule) as strings.
 func normalize(fields logrus.Fields) logrus.Fields {
 	out := logrus.Fields{}

@@ -8,9 +8,10 @@
 // them, a seccomp policy that lets through what the runtime default denies,
 // a namespace removed or joined from the host, sysctls outside the safe set,
 // devices and device-cgroup rules outside the policy, the routes to the host
-// (mounts, cgroups path, OOM score, environment, rlimits: routes.go), and
-// required plugins that are not connected. It only reports findings; the
-// caller decides, by each rule's mode, whether they refuse the container.
+// (mounts, cgroups path, OOM score, environment, rlimits: routes.go),
+// required plugins that are not connected, and plugins that a pod's
+// annotations ask for and that are not connected. It only reports findings;
+// the caller decides, by each rule's mode, whether they refuse the container.
 package validator
 
 import (
@@ -23,6 +24,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/plugins/security/config"
 	"github.com/nri-suite/nri-suite/plugins/security/hostns"
 	"github.com/nri-suite/nri-suite/plugins/security/privileged"
@@ -31,7 +34,8 @@ import (
 // Finding is one rule broken by one plugin.
 type Finding struct {
 	Rule config.Rule
-	// Plugin is the offender as NRI names it ("50-e2e-test"); empty for
+	// Plugin is the offender as NRI names it ("50-e2e-test"), or for
+	// annotated-plugins the plugin that is missing; empty for
 	// required-plugins, where nobody acted, and where NRI does not record
 	// which plugin acted (Unattributed).
 	Plugin string
@@ -127,6 +131,7 @@ func (v *Validator) Check(req *api.ValidateContainerAdjustmentRequest, enabled f
 		{config.RuleEnv, v.env},
 		{config.RuleRlimits, v.rlimits},
 		{config.RuleRequiredPlugins, v.requiredPlugins},
+		{config.RuleAnnotatedPlugins, v.annotatedPlugins},
 		{config.RulePluginIdentity, v.identities},
 	}
 	var findings []Finding
@@ -294,11 +299,17 @@ func (v *Validator) devices(req *api.ValidateContainerAdjustmentRequest) []Findi
 	return c.findings()
 }
 
-func (v *Validator) requiredPlugins(req *api.ValidateContainerAdjustmentRequest) []Finding {
+// connected are the plugins that take part in the request, as NRI lists them.
+func connected(req *api.ValidateContainerAdjustmentRequest) map[config.PluginID]bool {
 	present := map[config.PluginID]bool{}
 	for _, p := range req.GetPlugins() {
 		present[config.NewPluginID(p.GetIndex(), p.GetName())] = true
 	}
+	return present
+}
+
+func (v *Validator) requiredPlugins(req *api.ValidateContainerAdjustmentRequest) []Finding {
+	present := connected(req)
 	var missing []string
 	for _, id := range v.cfg.RequiredPlugins {
 		if !present[config.PluginID(id)] {
@@ -312,11 +323,37 @@ func (v *Validator) requiredPlugins(req *api.ValidateContainerAdjustmentRequest)
 		Problem: "is missing plugins that validator.required-plugins requires"}}
 }
 
+// annotatedPlugins finds, per plugin of validator.annotation-plugins that
+// is not connected, the pod's annotations for this container that ask for
+// it: the runtime would create the container without what they ask for.
+// Only pod annotations count, as only they reach the suite's plugins
+// (k8s.Annotations); their values are for the plugin to judge.
+func (v *Validator) annotatedPlugins(req *api.ValidateContainerAdjustmentRequest) []Finding {
+	present := connected(req)
+	container := k8s.IdentityOf(req.GetPod(), req.GetContainer()).Container
+	c := newCollector(config.RuleAnnotatedPlugins, func(string) string {
+		return "is not connected, and the pod's annotations ask it to act on this container (validator.annotation-plugins): " +
+			"refused rather than created without it"
+	})
+	for key := range req.GetPod().GetAnnotations() {
+		id, owned := v.cfg.AnnotationPlugins[k8s.AnnotationDomain(key)]
+		if owned && !present[config.PluginID(id)] && k8s.AnnotationFor(key, container) {
+			c.add(id, quote.Bare(key))
+		}
+	}
+	findings := c.findings()
+	for i, f := range findings {
+		findings[i] = f.bounded(f.Items)
+	}
+	return findings
+}
+
 // trusted are the plugins the policy names, and this plugin.
 func (v *Validator) trusted() []config.PluginID {
 	ids := []config.PluginID{v.self}
-	for _, list := range [][]string{v.cfg.HookPlugins, v.cfg.RequiredPlugins, slices.Collect(maps.Keys(v.cfg.Devices.Plugins)),
-		slices.Collect(maps.Keys(v.cfg.Mounts.Plugins)), slices.Collect(maps.Keys(v.cfg.Env.Plugins))} {
+	for _, list := range [][]string{v.cfg.HookPlugins, v.cfg.RequiredPlugins, slices.Collect(maps.Values(v.cfg.AnnotationPlugins)),
+		slices.Collect(maps.Keys(v.cfg.Devices.Plugins)), slices.Collect(maps.Keys(v.cfg.Mounts.Plugins)),
+		slices.Collect(maps.Keys(v.cfg.Env.Plugins))} {
 		for _, id := range list {
 			ids = append(ids, config.PluginID(id))
 		}

@@ -2,6 +2,7 @@ package validator
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -282,4 +283,74 @@ func privilegedContainer() *api.Container {
 	return &api.Container{Id: ctrID, Name: "app",
 		Mounts: []*api.Mount{{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "rw"}}},
 		Linux:  &api.LinuxContainer{Resources: &api.LinuxResources{Devices: []*api.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}}}}
+}
+
+func TestAnnotatedPlugins(t *testing.T) {
+	const (
+		di      = "10-device-injector"
+		sidecar = "20-sidecar-order"
+		self    = "40-security"
+	)
+	owned := config.ValidatorFile{AnnotationPlugins: map[string]string{
+		"cdi-devices.nri-suite.io": di, "cdi.k8s.io": di, "sidecar-order.nri-suite.io": sidecar}}
+	many := map[string]string{}
+	for i := range 12 {
+		many[fmt.Sprintf("cdi.k8s.io/claim-%02d", i)] = "vendor.com/gpu=0"
+	}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		plugins     []string
+		want        []Finding
+	}{
+		{name: "no annotations, plugins absent", plugins: []string{self}},
+		{name: "other annotations, plugins absent", plugins: []string{self}, annotations: map[string]string{
+			"ready.sidecar-order.nri-suite.io/container.app": "process", "cdi.k8s.io.example/x": "y", "seccomp.nri-suite.io/pod": "x.json"}},
+		{name: "pod-level key, plugin absent", plugins: []string{self, sidecar},
+			annotations: map[string]string{"cdi-devices.nri-suite.io/pod": "vendor.com/gpu=0"},
+			want:        []Finding{{Rule: config.RuleAnnotatedPlugins, Plugin: di, Items: []string{"cdi-devices.nri-suite.io/pod"}}}},
+		{name: "bare key, plugin absent", plugins: []string{self},
+			annotations: map[string]string{"cdi-devices.nri-suite.io": "vendor.com/gpu=0"},
+			want:        []Finding{{Rule: config.RuleAnnotatedPlugins, Plugin: di, Items: []string{"cdi-devices.nri-suite.io"}}}},
+		{name: "this container's key, plugin absent", plugins: []string{self},
+			annotations: map[string]string{"cdi-devices.nri-suite.io/container.app": "vendor.com/gpu=0"},
+			want:        []Finding{{Rule: config.RuleAnnotatedPlugins, Plugin: di, Items: []string{"cdi-devices.nri-suite.io/container.app"}}}},
+		{name: "another container's keys, plugin absent", plugins: []string{self}, annotations: map[string]string{
+			"cdi-devices.nri-suite.io/container.web": "vendor.com/gpu=0", "cdi.k8s.io/container.web": "vendor.com/gpu=1"}},
+		{name: "standard CDI keys, plugin absent", plugins: []string{self}, annotations: map[string]string{
+			"cdi.k8s.io/claim": "vendor.com/gpu=0", "cdi.k8s.io/container.app": "vendor.com/gpu=1"},
+			want: []Finding{{Rule: config.RuleAnnotatedPlugins, Plugin: di, Items: []string{"cdi.k8s.io/claim", "cdi.k8s.io/container.app"}}}},
+		{name: "annotations, plugins present", plugins: []string{di, sidecar, self}, annotations: map[string]string{
+			"cdi-devices.nri-suite.io/container.app": "vendor.com/gpu=0", "sidecar-order.nri-suite.io/sidecars": "proxy"}},
+		{name: "two plugins absent", plugins: []string{self}, annotations: map[string]string{
+			"cdi.k8s.io/claim": "vendor.com/gpu=0", "sidecar-order.nri-suite.io/sidecars": "proxy"},
+			want: []Finding{
+				{Rule: config.RuleAnnotatedPlugins, Plugin: di, Items: []string{"cdi.k8s.io/claim"}},
+				{Rule: config.RuleAnnotatedPlugins, Plugin: sidecar, Items: []string{"sidecar-order.nri-suite.io/sidecars"}},
+			}},
+		{name: "the plugin's name at another index is not it", plugins: []string{"55-device-injector", self},
+			annotations: map[string]string{"cdi.k8s.io/claim": "vendor.com/gpu=0"},
+			want:        []Finding{{Rule: config.RuleAnnotatedPlugins, Plugin: di, Items: []string{"cdi.k8s.io/claim"}}}},
+		{name: "many keys are bounded", plugins: []string{self}, annotations: many,
+			want: []Finding{{Rule: config.RuleAnnotatedPlugins, Plugin: di, More: 2, Items: []string{
+				"cdi.k8s.io/claim-00", "cdi.k8s.io/claim-01", "cdi.k8s.io/claim-02", "cdi.k8s.io/claim-03", "cdi.k8s.io/claim-04",
+				"cdi.k8s.io/claim-05", "cdi.k8s.io/claim-06", "cdi.k8s.io/claim-07", "cdi.k8s.io/claim-08", "cdi.k8s.io/claim-09"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRequest(t, tc.plugins...)
+			r.req.Pod.Annotations = tc.annotations
+			only := func(rule config.Rule) bool { return rule == config.RuleAnnotatedPlugins }
+			assertFindings(t, tc.want, New(owned, self, fakeHost{}, testBaseline(t)).Check(r.req, only, Own{}))
+		})
+	}
+
+	r := newRequest(t, self)
+	r.req.Pod.Annotations = map[string]string{"cdi-devices.nri-suite.io/container.app": "vendor.com/gpu=0"}
+	got := New(owned, self, fakeHost{}, testBaseline(t)).Check(r.req, allRules, Own{})
+	require.Len(t, got, 1)
+	assert.Equal(t, "rule annotated-plugins: plugin 10-device-injector is not connected, and the pod's annotations ask it to act on this container "+
+		"(validator.annotation-plugins): refused rather than created without it: cdi-devices.nri-suite.io/container.app", got[0].String())
+	r = newRequest(t, self, "55-sidecar-order")
+	assertFindings(t, []Finding{{Rule: config.RulePluginIdentity, Plugin: "55-sidecar-order", Items: []string{"55-sidecar-order besides the trusted 20-sidecar-order"}}},
+		New(owned, self, fakeHost{}, testBaseline(t)).Check(r.req, allRules, Own{}))
 }
