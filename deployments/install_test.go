@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,4 +202,44 @@ func TestInstalledSecurityAllowsTheSuitesMounts(t *testing.T) {
 	assert.True(t, cfg.Validator.Mounts.Allows(id, sidecar.StateDir+"/0b4a8f0e-pod-uid"), "a pod's coordination directory")
 	assert.False(t, cfg.Validator.Mounts.Allows(id, sidecar.StateDir), "nothing more")
 	assert.False(t, cfg.Validator.Mounts.Allows("10-device-injector", sidecar.Helper), "for sidecar-order only")
+}
+
+// The installed security configuration refuses a pod for a plugin it names
+// in annotation-plugins only if that plugin is installed too: a node without
+// device-injector runs pods with cdi.k8s.io annotations as before.
+func TestInstalledSecurityNamesTheInstalledPlugins(t *testing.T) {
+	for _, tc := range []struct {
+		plugins string
+		want    []string // the plugins annotation-plugins names
+	}{
+		{"", []string{"10-device-injector", "20-sidecar-order"}},
+		{"security sidecar-order", []string{"20-sidecar-order"}},
+		{"security stats", nil},
+	} {
+		t.Run(tc.plugins, func(t *testing.T) {
+			bin, dest := fakeBinDir(t), t.TempDir()
+			env := map[string]string{"DESTDIR": dest}
+			if tc.plugins != "" {
+				env["PLUGINS"] = tc.plugins
+			}
+			out, err := runInstall(t, env, bin)
+			require.NoError(t, err, out)
+			path := filepath.Join(dest, DefaultPaths.PluginConfigDir, "40-security.conf")
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			cfg, err := securityconfig.Parse(data, path)
+			require.NoError(t, err)
+			var named []string
+			for _, id := range cfg.Validator.AnnotationPlugins {
+				if !slices.Contains(named, id) {
+					named = append(named, id)
+				}
+			}
+			slices.Sort(named)
+			assert.Equal(t, tc.want, named)
+			if slices.Contains(tc.want, "10-device-injector") {
+				assert.Equal(t, "10-device-injector", cfg.Validator.AnnotationPlugins["cdi.k8s.io"])
+			}
+		})
+	}
 }

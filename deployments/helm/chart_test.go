@@ -384,6 +384,48 @@ func TestChartSecurityAllowsTheSidecarMounts(t *testing.T) {
 	assert.Equal(t, []string{helper, stateDir + "/*"}, cfg.Validator.Mounts.Plugins[pluginIndex["sidecar-order"]+"-sidecar-order"])
 }
 
+// Security refuses a pod for a plugin that its annotations ask for only if
+// the chart installs that plugin, at the index the chart gives it; the
+// values' map replaces the chart's, and the rule turned off takes none.
+func TestChartSecurityAnnotationPlugins(t *testing.T) {
+	// annotationPlugins renders the chart with security's config and other
+	// plugins' values, and returns the map security gets.
+	annotationPlugins := func(t *testing.T, security, others map[string]any) map[string]any {
+		t.Helper()
+		plugins := map[string]any{}
+		maps.Copy(plugins, others)
+		if security != nil {
+			plugins["security"] = map[string]any{"config": security}
+		}
+		r, err := render(t, map[string]any{"plugins": plugins})
+		require.NoError(t, err)
+		var cfg struct {
+			Validator map[string]any `json:"validator"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(r.configMaps["security"].Data["config.yaml"]), &cfg))
+		owned, _ := cfg.Validator["annotation-plugins"].(map[string]any)
+		return owned
+	}
+	owned := annotationPlugins(t, nil, nil)
+	assert.Equal(t, "10-device-injector", owned["cdi.k8s.io"])
+	assert.Equal(t, "10-device-injector", owned["cdi-devices.nri-suite.io"])
+	assert.Equal(t, "20-sidecar-order", owned["sidecar-order.nri-suite.io"])
+
+	owned = annotationPlugins(t, nil, map[string]any{"device-injector": map[string]any{"enabled": false},
+		"sidecar-order": map[string]any{"index": "25"}})
+	assert.Equal(t, map[string]any{"sidecar-order.nri-suite.io": "25-sidecar-order"}, owned,
+		"no device-injector: pods with cdi.k8s.io annotations run as before")
+
+	owned = annotationPlugins(t, map[string]any{"validator": map[string]any{"annotation-plugins": map[string]any{"vendor.example": "15-vendor"}}}, nil)
+	assert.Equal(t, map[string]any{"vendor.example": "15-vendor"}, owned, "the values' map replaces the chart's")
+	assert.Empty(t, annotationPlugins(t, map[string]any{"validator": map[string]any{"annotation-plugins": map[string]any{}}}, nil))
+	for _, off := range []any{"off", map[string]any{"mode": "off"}} {
+		assert.Empty(t, annotationPlugins(t, map[string]any{"rules": map[string]any{"annotated-plugins": off}}, nil),
+			"the rule off contradicts a map: the chart adds none")
+	}
+	assert.NotEmpty(t, annotationPlugins(t, map[string]any{"rules": map[string]any{"annotated-plugins": map[string]any{"namespaces": map[string]any{"batch": "audit"}}}}, nil))
+}
+
 // sidecarPaths are the helper and state dir the chart gives sidecar-order.
 func sidecarPaths(t *testing.T, r *rendered) (helper, stateDir string) {
 	t.Helper()

@@ -75,6 +75,14 @@ for f in "$DESTDIR$plugin_dir"/*; do
 	[[ $(basename "$f") =~ ^[0-9][0-9]-[a-z0-9._-]+$ ]] || echo "warning: $f is not named NN-name: the runtime will refuse to start any plugin" >&2
 done
 
+# The plugins not installed, as NN-name|NN-name: security's
+# annotation-plugins loses their lines, so that it refuses no pod for a
+# plugin this node does not run.
+absent=
+for p in $ALL; do
+	[[ " $plugins " == *" $p "* ]] || absent+=${absent:+|}${IDX[$p]}-$p
+done
+
 # config_for prints plugin $1's configuration as shipped: a .conf.in names
 # the sidecar helper's directory, which only the install knows.
 config_for() {
@@ -83,7 +91,7 @@ config_for() {
 		sed "s|@LIBEXECDIR@|$libexec_dir|g" "$template"
 	else
 		cat "$here/conf.d/${IDX[$1]}-$1.conf"
-	fi
+	fi | sed -E "${absent:+/^    [a-z0-9.-]+: ($absent)\$/d}"
 }
 
 for p in $plugins; do

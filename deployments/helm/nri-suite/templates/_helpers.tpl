@@ -46,3 +46,13 @@ drop-in. */}}
 {{- define "nri-suite.tolerateKey" -}}
 tolerate-missing-plugins.nri-suite.io
 {{- end -}}
+
+{{/* The annotation domains each plugin acts on (its README's keys): security
+refuses a container whose pod carries one while that plugin is not connected,
+rather than have it created without what it asks for (rule
+annotated-plugins). topology-aware is not here: it places what it missed at
+its next Synchronize. */}}
+{{- define "nri-suite.annotationDomains" -}}
+device-injector: [cdi-devices.nri-suite.io, devices.nri-suite.io, cdi.k8s.io, cdi-devices.noderesource.dev, devices.noderesource.dev, mounts.noderesource.dev, cdi-devices.nri.io, devices.nri.io, mounts.nri.io]
+sidecar-order: [sidecar-order.nri-suite.io]
+{{- end -}}
