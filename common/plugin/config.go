@@ -19,8 +19,10 @@ import (
 // Configurable is implemented by a plugin that takes configuration. Configure is called
 // with the --config file at start (source is the file name) and again whenever the
 // runtime delivers a non-empty configuration through NRI (pre-registered plugins get
-// theirs from the runtime's conf.d). An error at start stops the binary; an error from
-// the runtime's configuration fails that registration.
+// theirs from the runtime's conf.d). A --config file that cannot be read or applied
+// holds the plugin off the runtime, not ready and saying why, until a version of the
+// file applies (Run); an error from the runtime's configuration fails that
+// registration.
 type Configurable interface {
 	Configure(data []byte, source string) error
 }

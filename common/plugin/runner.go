@@ -14,7 +14,10 @@
 //			plugin.WithHTTPAddr("127.0.0.1:9130"))
 //	}
 //
-// External plugins connect to --socket and never exit because the runtime went away.
+// External plugins connect to --socket and never exit because the runtime went away,
+// nor because their --config file is bad: they wait, not ready, /readyz saying why,
+// until it is fixed. `nri-<plugin> probe URL` prints a /readyz answer, for an exec
+// probe whose output the kubelet puts into the pod's events.
 // Pre-registered plugins (NRI_PLUGIN_SOCKET set: the runtime launched the binary from
 // its plugin directory, connected on a file descriptor) cannot reconnect: the runtime
 // kills them when it stops and launches a fresh instance when it starts, so when the
@@ -23,6 +26,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +55,9 @@ const (
 	drainTimeout = 5 * time.Second
 	// httpShutdownTimeout bounds the wait for in-flight HTTP requests at shutdown.
 	httpShutdownTimeout = 5 * time.Second
+	// configRetryInterval is how often a --config file that could not be applied is
+	// read again: a mounted ConfigMap changes within a minute of its edit.
+	configRetryInterval = time.Second
 )
 
 // ErrNotConnected is returned by Deps.Updater while the plugin is not registered.
@@ -98,13 +105,17 @@ type Runner struct {
 	status        status
 	publisher     *statusPublisher
 	conn          connection
+	// configErr is why the --config file could not be applied at start; Run then
+	// waits for a version of the file that applies (waitForConfig).
+	configErr error
 
 	mu       sync.Mutex
 	httpAddr string
 }
 
 // New checks the settings, builds the plugin with factory and applies the --config
-// file. A pre-registered plugin (launched by the runtime, see package doc) takes its
+// file; a file that cannot be read or applied is not an error here, Run waits for a
+// good one (see Run). A pre-registered plugin (launched by the runtime, see package doc) takes its
 // name and index from the runtime's environment instead of the settings.
 func New(s Settings, factory Factory) (*Runner, error) {
 	r := &Runner{settings: s, preRegistered: preRegistered()}
@@ -158,24 +169,62 @@ func New(s Settings, factory Factory) (*Runner, error) {
 	return r, nil
 }
 
-// loadConfigFile hands the --config file, if any, to the plugin.
+// loadConfigFile hands the --config file, if any, to the plugin. Only a plugin that
+// takes no configuration is an error; the file's own errors are kept in configErr.
 func (r *Runner) loadConfigFile() error {
 	path := r.settings.ConfigFile
 	if path == "" {
 		return nil
 	}
-	c, ok := r.plugin.(Configurable)
-	if !ok {
+	if _, ok := r.plugin.(Configurable); !ok {
 		return fmt.Errorf("--config %s given, but plugin %s takes no configuration", path, r.settings.Name)
 	}
 	data, err := readConfigFile(path)
-	if err != nil {
-		return err
+	if err == nil {
+		err = r.configure(data)
 	}
+	r.configErr = err
+	return nil
+}
+
+// configure hands the bytes of the --config file to the plugin.
+func (r *Runner) configure(data []byte) error {
+	path := r.settings.ConfigFile
+	c := r.plugin.(Configurable)
 	if err := r.wrapper.call("Configure", nil, nil, func() error { return c.Configure(data, path) }); err != nil {
 		return fmt.Errorf("configure plugin %s: %w", r.settings.Name, err)
 	}
 	r.log.WithField("source", path).Info("applied configuration")
+	return nil
+}
+
+// waitForConfig holds a plugin whose --config file could not be applied at start:
+// not connected to the runtime (it would run on a configuration nobody wrote),
+// /readyz and the published status saying why, the file read again every
+// configRetryInterval until a version of it applies. A fixed ConfigMap thus applies
+// without a restart, and the error stays visible meanwhile: the chart's startup
+// probe puts /readyz's answer into the pod's events. It returns the last error if
+// ctx ends first.
+func (r *Runner) waitForConfig(ctx context.Context) error {
+	var logged string
+	var tried []byte
+	for r.configErr != nil {
+		if reason := r.configErr.Error(); reason != logged {
+			r.status.disconnected(reason)
+			r.log.WithError(r.configErr).Error("cannot apply the configuration: not connecting to the runtime until the --config file is fixed")
+			logged = reason
+		}
+		if !sleep(ctx, configRetryInterval) {
+			return r.configErr
+		}
+		data, err := readConfigFile(r.settings.ConfigFile)
+		switch {
+		case err != nil:
+			r.configErr = err
+		case !bytes.Equal(data, tried):
+			tried, r.configErr = data, r.configure(data)
+		}
+	}
 	return nil
 }
 
@@ -188,13 +237,17 @@ func (r *Runner) HTTPAddr() string {
 }
 
 // Run serves the plugin until ctx is cancelled, then stops the NRI connection, waits
-// for running handlers, closes the plugin (io.Closer) and the HTTP server. An external
-// plugin never returns because the runtime went away: it reconnects. A pre-registered
+// for running handlers, closes the plugin (io.Closer) and the HTTP server. It connects
+// only once the --config file applied (waitForConfig). An external plugin never
+// returns because the runtime went away: it reconnects. A pre-registered
 // plugin returns nil when its connection closes, since the runtime launches a new
 // instance when it comes back. Run may be called once.
 func (r *Runner) Run(ctx context.Context) error {
 	// The plugin is closed however Run ends: the factory may have opened resources.
 	stopHTTP, serveErr := r.startHTTP()
+	if serveErr == nil {
+		serveErr = r.waitForConfig(ctx)
+	}
 	if serveErr == nil {
 		serveErr = r.serveNRI(ctx)
 	}

@@ -393,19 +393,60 @@ func TestNewConfigFile(t *testing.T) {
 			}
 			s := testSettings("/nonexistent/nri.sock", io.Discard)
 			s.ConfigFile = tc.file
-			_, err := New(s, factory)
+			r, err := New(s, factory)
+			if tc.factory != nil {
+				require.Error(t, err, "a usage error stops the start")
+				assertContainsAll(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
 			if tc.wantErr == nil {
-				require.NoError(t, err)
 				assert.Equal(t, []string{good}, p.snapshot().sources)
 				assert.Equal(t, map[string]string{"A": "b"}, p.snapshot().env)
 				return
 			}
+			// The file's own errors hold Run until it is fixed or stopped.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err = r.Run(ctx)
 			require.Error(t, err)
-			for _, want := range tc.wantErr {
-				assert.Contains(t, err.Error(), want)
-			}
+			assertContainsAll(t, err.Error(), tc.wantErr)
+			assert.Empty(t, p.snapshot().sources, "nothing was applied")
 		})
 	}
+}
+
+func assertContainsAll(t *testing.T, s string, subs []string) {
+	t.Helper()
+	for _, sub := range subs {
+		assert.Contains(t, s, sub)
+	}
+}
+
+// A --config file that cannot be applied holds the plugin off the runtime, ready
+// never, with the error as /readyz's answer and in the log, until the file is
+// fixed: then it applies and the plugin connects, without a restart.
+func TestRunWaitsForAGoodConfigFile(t *testing.T) {
+	socket := filepath.Join(shortTempDir(t), "nri.sock")
+	pod := testPod("web")
+	startRuntime(t, socket, []*api.PodSandbox{pod}, []*api.Container{testContainer(pod, "app")})
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("envs: {A: b}\n"), 0o600))
+	p, factory := newRecorder()
+	log := &syncBuffer{}
+	s := testSettings(socket, log)
+	s.ConfigFile = path
+	r, _ := startRunner(t, s, factory)
+
+	waitReadyz(t, r, 503, "not ready: configure plugin test-plugin: decode config "+path+`: line 1: unknown key "envs"`)
+	assert.Contains(t, log.String(), `unknown key \"envs\"`, "the log names the key")
+	assert.Empty(t, p.snapshot().syncs, "not registered with a configuration nobody wrote")
+
+	require.NoError(t, os.WriteFile(path, []byte("env: {A: b}\n"), 0o600))
+	waitReadyz(t, r, 200, "ready")
+	assert.Equal(t, []string{path}, p.snapshot().sources)
+	assert.Equal(t, map[string]string{"A": "b"}, p.snapshot().env)
+	assert.Equal(t, [][]string{{"web-app"}}, p.snapshot().syncs, "registered once the file applied")
 }
 
 func TestConfigureFromRuntime(t *testing.T) {

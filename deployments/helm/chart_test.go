@@ -292,6 +292,10 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 			assert.Empty(t, probe.HTTPGet.Host, "%s: the pod's IP", path)
 		}
 	}
+	startup := c.StartupProbe
+	require.NotNil(t, startup, "a startup probe")
+	require.NotNil(t, startup.Exec, "the startup probe is exec: its output reaches the pod's events")
+	assert.Equal(t, []string{"/usr/local/bin/nri-" + name, "probe", fmt.Sprintf("http://127.0.0.1:%d/readyz", port)}, startup.Exec.Command)
 	var extraPorts []int32
 	for _, p := range c.Ports {
 		if p.Name != "http" {
