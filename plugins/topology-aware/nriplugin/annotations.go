@@ -2,6 +2,7 @@ package nriplugin
 
 import (
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
@@ -30,6 +31,7 @@ const (
 // Preferences are what a container's annotations ask of the policy.
 type Preferences struct {
 	CPU           policy.CPUPreference
+	CPUAnnotation string // the annotation that set CPU, key="value", for errors
 	CPULessMemory bool
 }
 
@@ -45,6 +47,8 @@ func ParseAnnotations(a k8s.Annotations) (Preferences, error) {
 	}
 	if ok && cpu != cpuAuto {
 		prefs.CPU = policy.CPUPreference(cpu)
+		written, key, _, _ := a.Lookup(AnnotationCPU) // the form that won, checked by OneOf
+		prefs.CPUAnnotation = quote.Bare(key) + "=" + quote.Value(written)
 	}
 	mem, _, err := a.OneOf(AnnotationMemory, MemoryCPUNodes, MemoryIncludeCPULess)
 	if err != nil {

@@ -19,13 +19,16 @@ func TestParseAnnotations(t *testing.T) {
 		want        Preferences
 	}{
 		{"none", nil, Preferences{}},
-		{"pod-wide shared", map[string]string{"cpu.nri-suite.io": "shared"}, Preferences{CPU: policy.CPUShared}},
-		{"reserved", map[string]string{"cpu.nri-suite.io/pod": "reserved"}, Preferences{CPU: policy.CPUReserved}},
-		{"prefer isolated", map[string]string{"cpu.nri-suite.io": "prefer-isolated"}, Preferences{CPU: policy.CPUIsolatedPrefer}},
+		{"pod-wide shared", map[string]string{"cpu.nri-suite.io": "shared"},
+			Preferences{CPU: policy.CPUShared, CPUAnnotation: `cpu.nri-suite.io="shared"`}},
+		{"reserved, as written", map[string]string{"cpu.nri-suite.io/pod": " reserved"},
+			Preferences{CPU: policy.CPUReserved, CPUAnnotation: `cpu.nri-suite.io/pod=" reserved"`}},
+		{"prefer isolated", map[string]string{"cpu.nri-suite.io": "prefer-isolated"},
+			Preferences{CPU: policy.CPUIsolatedPrefer, CPUAnnotation: `cpu.nri-suite.io="prefer-isolated"`}},
 		{"require isolated for this container only", map[string]string{
 			"cpu.nri-suite.io/container.app":   "require-isolated",
 			"cpu.nri-suite.io/container.other": "shared",
-		}, Preferences{CPU: policy.CPUIsolatedRequire}},
+		}, Preferences{CPU: policy.CPUIsolatedRequire, CPUAnnotation: `cpu.nri-suite.io/container.app="require-isolated"`}},
 		{"container auto undoes the pod's choice", map[string]string{
 			"cpu.nri-suite.io/pod":           "shared",
 			"cpu.nri-suite.io/container.app": "auto",

@@ -88,6 +88,7 @@ func (b RequestBuilder) Build(pod *api.PodSandbox, ctr *api.Container, res *api.
 		CPULimit:      c.Resources.CPULimit,
 		HugePages:     hugePages,
 		CPU:           prefs.CPU,
+		CPUAnnotation: prefs.CPUAnnotation,
 		CPULessMemory: prefs.CPULessMemory,
 		Devices:       devices,
 	}

@@ -34,12 +34,12 @@ func TestBuildRequest(t *testing.T) {
 		{"annotated-shared.yaml", "app", policy.Request{
 			Namespace: "default", Pod: "annotated-shared", Container: "app", QOS: k8s.QOSGuaranteed,
 			CPURequest: 2000, CPULimit: 2000, Memory: 128 << 20, CPU: policy.CPUShared,
-			PodCPURequest: 2000, PodMemory: 128 << 20,
+			CPUAnnotation: `cpu.nri-suite.io/container.app="shared"`, PodCPURequest: 2000, PodMemory: 128 << 20,
 		}},
 		{"require-isolated.yaml", "rt", policy.Request{
 			Namespace: "default", Pod: "isolated", Container: "rt", QOS: k8s.QOSGuaranteed,
 			CPURequest: 2000, CPULimit: 2000, Memory: 128 << 20, CPU: policy.CPUIsolatedRequire,
-			PodCPURequest: 2000, PodMemory: 128 << 20,
+			CPUAnnotation: `cpu.nri-suite.io="require-isolated"`, PodCPURequest: 2000, PodMemory: 128 << 20,
 		}},
 	}
 	for _, tc := range tests {

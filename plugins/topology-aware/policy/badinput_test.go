@@ -66,7 +66,7 @@ func TestBadRequests(t *testing.T) {
 			ErrInsufficientMemory, "hugepages-4kB 1048576 bytes requested"},
 		{"memory larger than the machine", guaranteed("m", 1000, 1<<50), ErrInsufficientMemory, "memory 1125899906842624 bytes requested"},
 		{"require-isolated without isolated CPUs", func() Request { r := guaranteed("i", 1000, 0); r.CPU = CPUIsolatedRequire; return r }(),
-			ErrInsufficientCPUs, `1 CPU requested from the isolated CPUs`},
+			ErrInsufficientCPUs, `1 CPU requested from the isolated CPUs by CPU preference require-isolated, but the node isolates no CPUs`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

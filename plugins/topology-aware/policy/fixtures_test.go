@@ -227,9 +227,10 @@ func TestPools(t *testing.T) {
 		assert.Equal(t, PoolIsolated, pl.Pool)
 		assert.Equal(t, "5,11", pl.CPUs.String())
 		more := guaranteed("more", 1000, 0)
-		more.CPU = CPUIsolatedRequire
+		more.CPU, more.CPUAnnotation = CPUIsolatedRequire, `cpu.nri-suite.io="require-isolated"`
 		_, _, err = p.Allocate(more)
 		require.ErrorIs(t, err, ErrInsufficientCPUs)
+		assert.ErrorContains(t, err, `1 CPU requested from the isolated CPUs by annotation cpu.nri-suite.io="require-isolated", but 0 of the isolated CPUs "5,11" are free`)
 		more.CPU = CPUIsolatedPrefer
 		pl, _, err = p.Allocate(more)
 		require.NoError(t, err)

@@ -29,8 +29,16 @@ func (p *Policy) place(req Request, keep cpuset.CPUSet) (*entry, error) {
 			return p.placeExclusive(req, PoolIsolated, n, free, keep.Intersection(p.isolated))
 		}
 		if req.CPU == CPUIsolatedRequire {
-			return nil, fmt.Errorf("%w: %s: %s requested from the isolated CPUs (annotation %s), %d free of the isolated %q",
-				ErrInsufficientCPUs, name(req), cpuCount(n), req.CPU, free.Size(), p.isolated)
+			asked := "CPU preference " + string(req.CPU)
+			if req.CPUAnnotation != "" {
+				asked = "annotation " + req.CPUAnnotation
+			}
+			have := fmt.Sprintf("but %d of the isolated CPUs %q are free", free.Size(), p.isolated)
+			if p.isolated.IsEmpty() {
+				have = "but the node isolates no CPUs (the kernel's isolcpus)"
+			}
+			return nil, fmt.Errorf("%w: %s: %s requested from the isolated CPUs by %s, %s",
+				ErrInsufficientCPUs, name(req), cpuCount(n), asked, have)
 		}
 		return p.placeExclusive(req, PoolExclusive, n, p.freeExclusive(), keep.Difference(p.isolated))
 	case PoolExclusive:

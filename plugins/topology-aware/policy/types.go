@@ -89,6 +89,7 @@ type Request struct {
 	Memory        int64            `json:"memory"`                  // bytes the Memory Manager accounts for (the limit of a Guaranteed container), 0 = none
 	HugePages     map[uint64]int64 `json:"hugePages,omitempty"`     // page size in bytes -> bytes
 	CPU           CPUPreference    `json:"cpu,omitempty"`           // the annotation's preference
+	CPUAnnotation string           `json:"-"`                       // the annotation that set CPU, key="value", for errors
 	CPULessMemory bool             `json:"cpuLessMemory,omitempty"` // may use CPU-less memory nodes (HBM, PMEM, CXL) in cpuset.mems
 	Devices       []Device         `json:"devices,omitempty"`
 	// PodCPURequest and PodMemory are the whole pod's CPU request
