@@ -10,6 +10,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
 )
 
 // ErrUnhealthy is wrapped by the error for a container asking for an
@@ -24,22 +25,29 @@ type tracked struct {
 	published []state.ResourceHealth
 }
 
-// checkHealth refuses (fail) or only logs (warn) the Unhealthy devices
-// among ids. Unknown devices (not checked yet) pass: resolution still
-// refuses those that do not exist.
-func (p *Plugin) checkHealth(action config.UnhealthyAction, ids []string, log *logrus.Entry) error {
+// checkHealth refuses (fail) or only logs (warn) the Unhealthy devices req
+// asks for, each refusal naming the annotation that asked, as the policy's
+// do. Unknown devices (not checked yet) pass: resolution still refuses
+// those that do not exist.
+func (p *Plugin) checkHealth(action config.UnhealthyAction, annotations map[string]string, req request.Request, log *logrus.Entry) error {
 	var errs []error
-	for _, id := range ids {
+	check := func(key, id string) {
 		h := p.monitor.Health(id)
 		if h.Health != state.HealthUnhealthy {
-			continue
+			return
 		}
 		err := fmt.Errorf("%w %s: %s (since %s)", ErrUnhealthy, id, h.Message, h.Since.UTC().Format("2006-01-02T15:04:05Z"))
 		if action == config.UnhealthyWarn {
 			log.WithError(err).Warn("allowing an unhealthy device (unhealthy-action: warn)")
-			continue
+			return
 		}
-		errs = append(errs, err)
+		errs = append(errs, &request.Error{Key: key, Value: annotations[key], Err: err})
+	}
+	for _, c := range req.CDI {
+		check(c.Key, c.Name)
+	}
+	for _, d := range req.Devices {
+		check(d.Key, d.Path)
 	}
 	return errors.Join(errs...)
 }

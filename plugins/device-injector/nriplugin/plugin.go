@@ -215,11 +215,7 @@ func (p *Plugin) inject(cfg config.Config, mode config.Mode, pod *api.PodSandbox
 	for i, c := range req.CDI {
 		names[i] = c.Name
 	}
-	ids := slices.Clone(names)
-	for _, d := range req.Devices {
-		ids = append(ids, d.Path)
-	}
-	if err := p.checkHealth(cfg.UnhealthyAction, ids, p.log.WithFields(id.Fields())); err != nil {
+	if err := p.checkHealth(cfg.UnhealthyAction, pod.GetAnnotations(), req, p.log.WithFields(id.Fields())); err != nil {
 		return nil, err
 	}
 	resolved, err := p.resolver.Resolve(names, resolve.Owner{UID: ctr.GetUser().GetUid(), GID: ctr.GetUser().GetGid()})
