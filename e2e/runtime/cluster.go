@@ -210,6 +210,17 @@ func (s *Sandbox) Client() *kubernetes.Clientset {
 	return s.cluster.client
 }
 
+// RestartAPIServer kills the cluster's kube-apiserver with SIGKILL and
+// starts it again with the same command, returning once it is ready: what
+// is stored in etcd stays, and the clients (kubelet, controllers, Client)
+// reconnect by themselves.
+func (s *Sandbox) RestartAPIServer(ctx context.Context) error {
+	if s.cluster == nil {
+		return errors.New("restarting the API server: the sandbox is not a cluster (Options.Cluster)")
+	}
+	return s.cluster.control.restart(ctx, "kube-apiserver")
+}
+
 // WaitPodRunning waits until the cluster's pod namespace/name is Running
 // and returns it as last seen.
 func (s *Sandbox) WaitPodRunning(ctx context.Context, namespace, name string) (*corev1.Pod, error) {

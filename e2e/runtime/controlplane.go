@@ -39,7 +39,16 @@ var controllers = []string{
 // kube-scheduler of a one-node cluster, listening on the loopback of the
 // cluster's network namespace (the API server also on the node address).
 type controlPlane struct {
-	processes []*process // in start order; stopped in reverse
+	components []*component // in start order; stopped in reverse
+	http       *http.Client // for the health checks
+	log        logrus.FieldLogger
+}
+
+// component is one process of the control plane, with what starts it again.
+type component struct {
+	cmd     command
+	health  string // URL inside the namespace
+	process *process
 }
 
 // controlPlaneSettings are what the control plane's flags are made of.
@@ -151,32 +160,54 @@ func startControlPlane(ctx context.Context, s controlPlaneSettings, log logrus.F
 	steps := []struct {
 		name   string
 		argv   []string
-		health string // URL inside the namespace
+		health string
 	}{
 		{"etcd", etcdArgs(s.Cache.Bin("etcd"), s), "http://127.0.0.1:" + strconv.Itoa(etcdClientPort) + "/health"},
 		{"kube-apiserver", apiServerArgs(s.Cache.Bin("kube-apiserver"), s), "https://127.0.0.1:" + strconv.Itoa(apiServerPort) + "/readyz"},
 		{"kube-controller-manager", controllerManagerArgs(s.Cache.Bin("kube-controller-manager"), s), "https://127.0.0.1:" + strconv.Itoa(controllerManagerPort) + "/healthz"},
 		{"kube-scheduler", schedulerArgs(s.Cache.Bin("kube-scheduler"), s), "https://127.0.0.1:" + strconv.Itoa(schedulerPort) + "/healthz"},
 	}
-	cp := &controlPlane{}
+	cp := &controlPlane{http: s.HTTP, log: log}
 	for _, step := range steps {
-		start := time.Now()
-		p, err := startProcess(command{name: step.name, argv: step.argv, netns: s.Netns,
-			logPath: filepath.Join(s.Dir, step.name+".log")})
-		if err != nil {
+		c := &component{health: step.health, cmd: command{name: step.name, argv: step.argv, netns: s.Netns,
+			logPath: filepath.Join(s.Dir, step.name+".log")}}
+		cp.components = append(cp.components, c)
+		if err := cp.start(ctx, c); err != nil {
 			cp.stop()
 			return nil, err
 		}
-		cp.processes = append(cp.processes, p)
-		if err := p.waitFor(ctx, step.name+"'s health endpoint", func(ctx context.Context) error {
-			return httpOK(ctx, s.HTTP, step.health)
-		}); err != nil {
-			cp.stop()
-			return nil, err
-		}
-		log.WithFields(logrus.Fields{"pid": p.PID(), "took": time.Since(start).Round(time.Millisecond)}).Info(step.name + " healthy")
 	}
 	return cp, nil
+}
+
+// start starts c and waits until it answers its health check.
+func (cp *controlPlane) start(ctx context.Context, c *component) error {
+	start := time.Now()
+	p, err := startProcess(c.cmd)
+	if err != nil {
+		return err
+	}
+	c.process = p
+	if err := p.waitFor(ctx, c.cmd.name+"'s health endpoint", func(ctx context.Context) error {
+		return httpOK(ctx, cp.http, c.health)
+	}); err != nil {
+		return err
+	}
+	cp.log.WithFields(logrus.Fields{"pid": p.PID(), "took": time.Since(start).Round(time.Millisecond)}).Info(c.cmd.name + " healthy")
+	return nil
+}
+
+// restart kills the component named name with SIGKILL, as a crash would,
+// and starts it again with the same command (its log goes on), returning
+// once it is healthy.
+func (cp *controlPlane) restart(ctx context.Context, name string) error {
+	for _, c := range cp.components {
+		if c.cmd.name == name {
+			c.process.kill()
+			return cp.start(ctx, c)
+		}
+	}
+	return fmt.Errorf("restarting %s: not a component of the control plane", name)
 }
 
 // stop stops the control plane in reverse start order.
@@ -184,7 +215,9 @@ func (cp *controlPlane) stop() {
 	if cp == nil {
 		return
 	}
-	for i := len(cp.processes) - 1; i >= 0; i-- {
-		cp.processes[i].stop(5 * time.Second)
+	for i := len(cp.components) - 1; i >= 0; i-- {
+		if p := cp.components[i].process; p != nil {
+			p.stop(5 * time.Second)
+		}
 	}
 }
