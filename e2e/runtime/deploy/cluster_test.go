@@ -77,7 +77,9 @@ type clusterScenario struct {
 }
 
 // clusterScenarios run in this order after the deploy scenario.
-var clusterScenarios = []clusterScenario{}
+var clusterScenarios = []clusterScenario{
+	{"refusals", refusals},
+}
 
 // clusterValues writes the chart values for the sandbox: its NRI socket
 // and CDI directories in place of the host's, the local images only, and

@@ -68,7 +68,7 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		"cdi-devices.nri-suite.io/container.app": device,
 		"sidecar-order.nri-suite.io/sidecars":    "log-shipper",
 	}
-	require.NoError(t, sb.WritePod(web))
+	writePod(ctx, t, sb, web)
 	app, err := sb.WaitContainer(ctx, "web", "app")
 	require.NoError(t, err)
 	shipper, err := sb.WaitContainer(ctx, "web", "log-shipper")
@@ -103,7 +103,7 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		if why := sb.CannotRun(db); why != "" {
 			t.Skip(why)
 		}
-		require.NoError(t, sb.WritePod(db))
+		writePod(ctx, t, sb, db)
 		c, err := sb.WaitContainer(ctx, "db", "main")
 		require.NoError(t, err)
 		dbStatus, err := sb.ProcStatus(ctx, c.ID)
@@ -130,7 +130,7 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		agent := sandbox.BusyboxPod("csi-node")
 		agent.Namespace = "kube-system"
 		agent.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
-		require.NoError(t, sb.WritePod(agent))
+		writePod(ctx, t, sb, agent)
 		c, err := sb.WaitContainer(ctx, "csi-node", "main")
 		require.NoError(t, err)
 		status, err := sb.ProcStatus(ctx, c.ID)
@@ -164,6 +164,14 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 			assert.Contains(t, body, fmt.Sprintf(`nri_suite_stats_plugin_ready{index=%q,plugin=%q} 1`, info.idx, name))
 		}
 	})
+}
+
+// writePod gives the kubelet pod and removes it when t ends, so that the
+// scenarios after it in a cluster start from the installed suite alone
+// (db's exclusive CPU free again).
+func writePod(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, pod *corev1.Pod) {
+	require.NoError(t, sb.WritePod(pod))
+	t.Cleanup(func() { assert.NoError(t, sb.RemovePod(ctx, pod.Name), "removing pod %s", pod.Name) })
 }
 
 // waitConnected waits until every plugin published that it is connected
