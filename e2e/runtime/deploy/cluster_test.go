@@ -79,6 +79,9 @@ type clusterScenario struct {
 // clusterScenarios run in this order after the deploy scenario.
 var clusterScenarios = []clusterScenario{
 	{"refusals", refusals},
+	{"bad values", badValues},
+	{"bad config", badConfig},
+	{"API server restart", apiServerRestart},
 }
 
 // clusterValues writes the chart values for the sandbox: its NRI socket

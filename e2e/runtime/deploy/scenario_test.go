@@ -199,19 +199,27 @@ func pluginHost(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, name str
 	if sb.Client() == nil {
 		return "127.0.0.1"
 	}
-	pods, err := sb.Client().CoreV1().Pods(release).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nri-" + name})
+	pod, err := pluginPod(ctx, sb, name)
 	require.NoError(t, err)
-	for _, pod := range pods.Items {
-		if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
-			continue
-		}
-		if pod.Spec.HostNetwork {
-			return "127.0.0.1"
-		}
-		return pod.Status.PodIP
+	if pod.Spec.HostNetwork {
+		return "127.0.0.1"
 	}
-	t.Fatalf("no running pod of plugin %s in namespace %s", name, release)
-	return ""
+	return pod.Status.PodIP
+}
+
+// pluginPod returns the cluster's running pod of plugin name, not one that
+// is going away.
+func pluginPod(ctx context.Context, sb *sandbox.Sandbox, name string) (corev1.Pod, error) {
+	pods, err := sb.Client().CoreV1().Pods(release).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nri-" + name})
+	if err != nil {
+		return corev1.Pod{}, err
+	}
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp == nil && pod.Status.PodIP != "" {
+			return pod, nil
+		}
+	}
+	return corev1.Pod{}, fmt.Errorf("no running pod of plugin %s in namespace %s", name, release)
 }
 
 // placedCPUs returns the cpuset topology-aware published for a container.
