@@ -82,6 +82,7 @@ var clusterScenarios = []clusterScenario{
 	{"bad values", badValues},
 	{"bad config", badConfig},
 	{"API server restart", apiServerRestart},
+	{"plugin crash under load", pluginCrash},
 }
 
 // clusterValues writes the chart values for the sandbox: its NRI socket
