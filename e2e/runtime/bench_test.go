@@ -77,8 +77,8 @@ func BenchmarkClusterIdle(b *testing.B) {
 	}
 	defer sb.Close()
 	components := map[string]int{"containerd": sb.Runtime().PID(), "kubelet": sb.kubelet.process.PID()}
-	for _, p := range sb.cluster.control.processes {
-		components[p.name] = p.PID()
+	for _, c := range sb.cluster.control.components {
+		components[c.cmd.name] = c.process.PID()
 	}
 	const idle = time.Minute
 	for b.Loop() {

@@ -261,18 +261,6 @@ func (c *cluster) createPod(pod *corev1.Pod) error {
 	return nil
 }
 
-// CreatedPod reports whether WritePod created the cluster pod name and
-// RemovePod did not remove it yet.
-func (s *Sandbox) CreatedPod(name string) bool {
-	if s.cluster == nil {
-		return false
-	}
-	s.cluster.mu.Lock()
-	defer s.cluster.mu.Unlock()
-	_, ok := s.cluster.podNamespaces[name]
-	return ok
-}
-
 // deletePod deletes a pod createPod created.
 func (c *cluster) deletePod(ctx context.Context, name string) error {
 	c.mu.Lock()

@@ -54,14 +54,7 @@ func testCluster(t *testing.T, rt string) {
 	// The figure docs/benchmarks.md quotes; never asserted.
 	t.Logf("cluster start: node Ready after %s, every plugin Ready after %s", nodeReady.Round(100*time.Millisecond),
 		time.Since(start).Round(100*time.Millisecond))
-	t.Run("new pods", func(t *testing.T) {
-		runScenario(ctx, t, sb)
-		for _, name := range scenarioPods {
-			if sb.CreatedPod(name) {
-				require.NoError(t, sb.RemovePod(ctx, name))
-			}
-		}
-	})
+	t.Run("new pods", func(t *testing.T) { runScenario(ctx, t, sb) })
 	for _, sc := range clusterScenarios {
 		t.Run(sc.name, func(t *testing.T) { sc.run(ctx, t, sb) })
 	}

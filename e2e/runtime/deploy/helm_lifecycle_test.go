@@ -31,8 +31,8 @@ const upgradeTag = "0.1.0-upgrade"
 // roll is either handled by the plugins or refused with a plugin's reason
 // first (the kubelet retries a refused container), never left unhandled.
 func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart, values string) {
-	workload := startWorkload(ctx, t, sb)
-	before := snapshot(ctx, t, sb, workload)
+	before := startWorkload(ctx, t, sb)
+	require.Contains(t, before["life-web/app"].Inside, "deploy-null", "the workload has its device to keep")
 
 	t.Run("upgrade", func(t *testing.T) {
 		rolled := whileCreatingPods(ctx, t, sb, func() {
@@ -45,7 +45,7 @@ func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart
 		require.NoError(t, err)
 		assert.Contains(t, config.Data["config.yaml"], "cache: 2s", "the changed configuration reached the plugin's ConfigMap")
 		waitConnected(ctx, t, sb)
-		assert.Equal(t, before, snapshot(ctx, t, sb, workload), "the running workload kept everything through the roll")
+		assert.Equal(t, before, containerStates(ctx, t, sb, lifecycleNamespace), "the running workload kept everything through the roll")
 		checkRolledPods(ctx, t, sb, rolled)
 	})
 	t.Run("rollback", func(t *testing.T) {
@@ -53,7 +53,7 @@ func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart
 		require.NoError(t, err, "helm rollback: %s", out)
 		requireImageTag(ctx, t, sb, "0.1.0")
 		waitConnected(ctx, t, sb)
-		assert.Equal(t, before, snapshot(ctx, t, sb, workload), "the running workload kept everything through the rollback")
+		assert.Equal(t, before, containerStates(ctx, t, sb, lifecycleNamespace), "the running workload kept everything through the rollback")
 	})
 	t.Run("uninstall", func(t *testing.T) {
 		out, err := sb.Helm(ctx, "uninstall", release, "--namespace", release, "--wait", "--timeout", "3m")
@@ -69,63 +69,46 @@ func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart
 			return nil
 		})
 		require.NoError(t, err, "the plugins' pods go")
-		assert.Equal(t, before, snapshot(ctx, t, sb, workload), "the running workload is untouched by the uninstall")
+		assert.Equal(t, before, containerStates(ctx, t, sb, lifecycleNamespace), "the running workload is untouched by the uninstall")
 		left, err := filepath.Glob(filepath.Join(state.DefaultDir, "*", "*"))
 		require.NoError(t, err)
 		t.Logf("left in %s after the uninstall: %v", state.DefaultDir, left)
 	})
 }
 
-// workloadPod is a container of the lifecycle's workload.
-type workloadPod struct{ pod, container string }
+// lifecycleNamespace holds the lifecycle's workload, so that its
+// containers are read apart from the pods made during the roll.
+const lifecycleNamespace = "lifecycle"
 
-// startWorkload runs a pod with a CDI device and a sidecar on the shared
-// pool and, where the runtime runs Guaranteed pods, one with an exclusive
-// CPU.
-func startWorkload(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) []workloadPod {
+// startWorkload runs, in lifecycleNamespace, a pod with a CDI device and a
+// sidecar on the shared pool and, where the runtime runs Guaranteed pods,
+// one with an exclusive CPU, and returns their containers' states.
+func startWorkload(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) map[string]containerState {
+	_, err := sb.Client().CoreV1().Namespaces().Create(ctx,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lifecycleNamespace}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	shared := sandbox.BusyboxPod("life-web", "app", "log-shipper")
+	shared.Namespace = lifecycleNamespace
 	shared.Annotations = map[string]string{
 		"cdi-devices.nri-suite.io/container.app": device,
 		"sidecar-order.nri-suite.io/sidecars":    "log-shipper",
 	}
 	pods := []*corev1.Pod{shared}
-	workload := []workloadPod{{"life-web", "app"}, {"life-web", "log-shipper"}}
 	exclusive := sandbox.BusyboxPod("life-db")
+	exclusive.Namespace = lifecycleNamespace
 	one := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}
 	exclusive.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: one, Limits: one}
 	if sb.CannotRun(exclusive) == "" {
 		pods = append(pods, exclusive)
-		workload = append(workload, workloadPod{"life-db", "main"})
 	}
 	for _, pod := range pods {
-		require.NoError(t, sb.WritePod(pod))
+		writePod(ctx, t, sb, pod)
+		for _, c := range pod.Spec.Containers {
+			_, err := sb.WaitContainer(ctx, pod.Name, c.Name)
+			require.NoError(t, err)
+		}
 	}
-	for _, w := range workload {
-		_, err := sb.WaitContainer(ctx, w.pod, w.container)
-		require.NoError(t, err)
-	}
-	return workload
-}
-
-// containerState is what a plugin gave a running container.
-type containerState struct {
-	ID, CPUs, Mems, Seccomp string
-	Device                  bool
-}
-
-// snapshot reads every workload container's state from inside it.
-func snapshot(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, workload []workloadPod) map[string]containerState {
-	states := map[string]containerState{}
-	for _, w := range workload {
-		c, err := sb.WaitContainer(ctx, w.pod, w.container)
-		require.NoError(t, err)
-		status, err := sb.ProcStatus(ctx, c.ID)
-		require.NoError(t, err)
-		_, devErr := sb.CRI().Exec(ctx, c.ID, "test", "-c", "/dev/deploy-null")
-		states[w.pod+"/"+w.container] = containerState{ID: c.ID, CPUs: status["Cpus_allowed_list"],
-			Mems: status["Mems_allowed_list"], Seccomp: status["Seccomp"], Device: devErr == nil}
-	}
-	return states
+	return containerStates(ctx, t, sb, lifecycleNamespace)
 }
 
 // whileCreatingPods runs roll and, until it returns, creates a pod asking

@@ -209,3 +209,13 @@ func helmRollback(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 	require.NoError(t, err, "helm rollback: %s", out)
 	waitConnected(ctx, t, sb)
 }
+
+// containsAll reports whether s contains every one of subs.
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}

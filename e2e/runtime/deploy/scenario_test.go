@@ -51,9 +51,6 @@ devices:
 `
 )
 
-// scenarioPods are the pods runScenario may make.
-var scenarioPods = []string{"web", "db", "csi-node"}
-
 // runScenario runs the scenario pods and checks that each installed plugin
 // acted on them: the CDI device's node and env (device-injector), the helper
 // in front of the sidecar (sidecar-order), a placement whose cpuset the
