@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -270,7 +271,22 @@ func (c *cluster) deletePod(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("deleting pod %s: the sandbox did not create it", name)
 	}
-	if err := c.client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	pods := c.client.CoreV1().Pods(namespace)
+	if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("deleting pod %s/%s: %w", namespace, name, err)
+	}
+	// Gone from the API too, so that a pod of the same name can follow.
+	err := PollUntil(ctx, 2*time.Minute, 200*time.Millisecond, func() error {
+		_, err := pods.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return fmt.Errorf("pod %s/%s is still terminating", namespace, name)
+	})
+	if err != nil {
 		return fmt.Errorf("deleting pod %s/%s: %w", namespace, name, err)
 	}
 	return nil
