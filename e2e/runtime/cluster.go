@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -290,4 +291,34 @@ func (c *cluster) deletePod(ctx context.Context, name string) error {
 		return fmt.Errorf("deleting pod %s/%s: %w", namespace, name, err)
 	}
 	return nil
+}
+
+// PodNotReady says why pod is not Ready ("" when it is): its phase and
+// each container's waiting reason, or its exit code when it failed, as the
+// kubelet reported them.
+func PodNotReady(pod *corev1.Pod) string {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+			return ""
+		}
+	}
+	why := []string{string(pod.Status.Phase)}
+	if pod.Status.Phase == "" {
+		why[0] = "not scheduled"
+	}
+	for _, st := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		switch {
+		case st.State.Waiting != nil && st.State.Waiting.Reason != "":
+			why = append(why, fmt.Sprintf("container %s waiting: %s", st.Name, reasonText(st.State.Waiting.Reason, st.State.Waiting.Message)))
+		case st.State.Terminated != nil && st.State.Terminated.ExitCode != 0:
+			why = append(why, fmt.Sprintf("container %s exited %d: %s", st.Name, st.State.Terminated.ExitCode,
+				reasonText(st.State.Terminated.Reason, st.State.Terminated.Message)))
+		}
+	}
+	return strings.Join(why, ", ")
+}
+
+// reasonText joins the kubelet's reason for a state and its message.
+func reasonText(reason, message string) string {
+	return strings.TrimSpace(reason + " " + message)
 }

@@ -54,3 +54,19 @@ func testCluster(t *testing.T, rt string) {
 	require.NoError(t, err, "kubectl logs: %s", out)
 	assert.Equal(t, "hello from web", strings.TrimSpace(string(out)))
 }
+
+func TestPodNotReady(t *testing.T) {
+	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}
+	assert.Equal(t, "", PodNotReady(&corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{ready}}}))
+	assert.Equal(t, "not scheduled", PodNotReady(&corev1.Pod{}))
+	pending := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending,
+		InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}},
+		ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+				Reason: "CreateContainerError", Message: "plugin 40-security refused it"}}},
+			{Name: "done", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}},
+		}}}
+	assert.Equal(t, "Pending, container init exited 1: Error, container app waiting: CreateContainerError plugin 40-security refused it",
+		PodNotReady(pending))
+}

@@ -30,13 +30,13 @@ const upgradeTag = "0.1.0-upgrade"
 // and device at every step, and every pod created while the DaemonSets
 // roll is either handled by the plugins or refused with a plugin's reason
 // first (the kubelet retries a refused container), never left unhandled.
-func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart, values string) {
+func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart string) {
 	before := startWorkload(ctx, t, sb)
 	require.Contains(t, before["life-web/app"].Inside, "deploy-null", "the workload has its device to keep")
 
 	t.Run("upgrade", func(t *testing.T) {
 		rolled := whileCreatingPods(ctx, t, sb, func() {
-			out, err := sb.Helm(ctx, "upgrade", release, chart, "--namespace", release, "--values", values,
+			out, err := sb.Helm(ctx, "upgrade", release, chart, "--namespace", release, "--reuse-values",
 				"--set", "image.tag="+upgradeTag, "--set", "plugins.stats.config.cache=2s", "--wait", "--timeout", "3m")
 			require.NoError(t, err, "helm upgrade: %s", out)
 		})

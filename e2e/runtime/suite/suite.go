@@ -1,0 +1,204 @@
+// Package suite installs the nri-suite into a cluster sandbox the way a
+// cluster gets it: the images `make images` writes, loaded by the sandbox's
+// runtime, and the Helm chart with values that point it at the sandbox's
+// paths. `make run` (e2e/runtime/cmd/nri-sandbox) and the cluster tests
+// (e2e/runtime/deploy) install it through this one code path, so that what
+// a person sees is what the tests checked. It sits beside the sandbox
+// package rather than in it: the sandbox brings up nodes and clusters
+// whatever runs on them, and is imported by every plugin's real-node tests,
+// none of which need the chart.
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+)
+
+// Release is the Helm release, and the namespace, the suite is installed as.
+const Release = "nri-suite"
+
+// ChartDir is the chart's directory in the repository.
+const ChartDir = "deployments/helm/nri-suite"
+
+// BuildImages runs `make images` of the repository at repoRoot into dir,
+// with makeVars (such as IMAGE_TAG=...), and returns the archives it wrote.
+func BuildImages(ctx context.Context, repoRoot, dir string, makeVars ...string) ([]sandbox.Image, error) {
+	cmd := exec.CommandContext(ctx, "make", append([]string{"-C", repoRoot, "images", "IMAGES_OUT=" + dir}, makeVars...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the images (make images): %w: %s", err, out)
+	}
+	return LoadImages(dir)
+}
+
+// LoadImages returns the plugin images (nri-*.tar) `make images` wrote
+// into dir, under the references they name.
+func LoadImages(dir string) ([]sandbox.Image, error) {
+	archives, err := filepath.Glob(filepath.Join(dir, "nri-*.tar"))
+	if err != nil {
+		return nil, fmt.Errorf("listing the images in %s: %w", dir, err)
+	}
+	if len(archives) == 0 {
+		return nil, fmt.Errorf("loading the images: no nri-*.tar in %s (run make images IMAGES_OUT=%s)", dir, dir)
+	}
+	images := make([]sandbox.Image, len(archives))
+	for i, archive := range archives {
+		if images[i], err = sandbox.ArchiveImage(archive); err != nil {
+			return nil, err
+		}
+	}
+	return images, nil
+}
+
+// paths are the sandbox's places for what the chart puts on the host.
+type paths struct {
+	// nriSocketDir holds the runtime's NRI socket.
+	nriSocketDir string
+	// cdiSpecDirs are the directories the runtime reads CDI specs from.
+	cdiSpecDirs []string
+	// helperDir is where sidecar-order's helper is copied to: the runtime
+	// bind-mounts it into containers from there, so it is the same path on
+	// the host and in the plugin's container.
+	helperDir string
+	// noPriorityClass leaves the chart's system-node-critical out, for
+	// runtimes that cannot run such pods here (sandbox.CRIONodeCriticalSkip).
+	noPriorityClass bool
+}
+
+// values are the chart values for a sandbox: its paths in place of the
+// host's, the local images only (there is no registry), and security's
+// validator allowing sidecar-order's mounts where they are.
+func values(p paths) map[string]any {
+	values := map[string]any{
+		"image":       map[string]any{"pullPolicy": "Never"},
+		"nri":         map[string]any{"socketDir": p.nriSocketDir},
+		"cdiSpecDirs": p.cdiSpecDirs,
+		"plugins": map[string]any{
+			"sidecar-order": map[string]any{"helperDir": p.helperDir},
+			"security": map[string]any{"config": map[string]any{"validator": map[string]any{
+				"mounts": map[string]any{"plugins": map[string]any{
+					// The chart's sharedDir stays the host's /run/nri-suite.
+					"20-sidecar-order": []string{p.helperDir + "/nri-sidecar-helper", "/run/nri-suite/sidecar-order/*"},
+				}},
+			}}},
+		},
+	}
+	if p.noPriorityClass {
+		values["priorityClassName"] = ""
+	}
+	return values
+}
+
+// sandboxPaths are the paths of sb: the helper goes into its run dir, which
+// the teardown removes after the containers that mount it are gone.
+func sandboxPaths(sb *sandbox.Sandbox) paths {
+	critical := &corev1.Pod{Spec: corev1.PodSpec{PriorityClassName: "system-node-critical",
+		Containers: []corev1.Container{{Name: "c"}}}}
+	return paths{
+		nriSocketDir:    filepath.Dir(sb.NRI().Socket),
+		cdiSpecDirs:     sb.CDISpecDirs(),
+		helperDir:       filepath.Join(sb.Dir(), "sidecar-helper"),
+		noPriorityClass: sb.CannotRun(critical) == sandbox.CRIONodeCriticalSkip,
+	}
+}
+
+// Install installs the chart at chartDir into the cluster sandbox sb with
+// the sandbox's values (written to values.yaml in its run dir) and returns
+// every DaemonSet of the release once all are Ready.
+func Install(ctx context.Context, sb *sandbox.Sandbox, chartDir string) ([]appsv1.DaemonSet, error) {
+	data, err := yaml.Marshal(values(sandboxPaths(sb)))
+	if err != nil {
+		return nil, fmt.Errorf("encoding the chart values: %w", err)
+	}
+	valuesFile := filepath.Join(sb.Dir(), "values.yaml")
+	if err := os.WriteFile(valuesFile, data, 0o644); err != nil {
+		return nil, fmt.Errorf("writing the chart values: %w", err)
+	}
+	if _, err := sb.Helm(ctx, "install", Release, chartDir, "--namespace", Release, "--create-namespace", "--values", valuesFile); err != nil {
+		return nil, fmt.Errorf("installing the chart %s: %w", chartDir, err)
+	}
+	return waitDaemonSets(ctx, sb.Client(), Release)
+}
+
+// waitDaemonSets waits until namespace has DaemonSets and every one is
+// Ready (see daemonSetReady), and returns them. It waits itself rather
+// than with helm's --wait, so that a timeout names the DaemonSets that are
+// not Ready and why their pods are not.
+func waitDaemonSets(ctx context.Context, client kubernetes.Interface, namespace string) ([]appsv1.DaemonSet, error) {
+	var ready []appsv1.DaemonSet
+	err := sandbox.PollUntil(ctx, 3*time.Minute, 500*time.Millisecond, func() error {
+		list, err := client.AppsV1().DaemonSets(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return fmt.Errorf("no DaemonSet in namespace %s", namespace)
+		}
+		var notReady []string
+		for _, ds := range list.Items {
+			if why := daemonSetReady(&ds); why != "" {
+				notReady = append(notReady, why+podProblems(ctx, client, &ds))
+			}
+		}
+		if len(notReady) > 0 {
+			return errors.New(strings.Join(notReady, "; "))
+		}
+		ready = list.Items
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the DaemonSets in namespace %s to be Ready: %w", namespace, err)
+	}
+	return ready, nil
+}
+
+// daemonSetReady says why ds is not Ready ("" when it is): its controller
+// has seen its latest spec and every node it schedules to runs an updated,
+// ready pod.
+func daemonSetReady(ds *appsv1.DaemonSet) string {
+	st := ds.Status
+	switch {
+	case st.ObservedGeneration < ds.Generation:
+		return fmt.Sprintf("DaemonSet %s: generation %d not observed yet", ds.Name, ds.Generation)
+	case st.DesiredNumberScheduled == 0:
+		return fmt.Sprintf("DaemonSet %s: scheduled to no node", ds.Name)
+	case st.UpdatedNumberScheduled < st.DesiredNumberScheduled || st.NumberReady < st.DesiredNumberScheduled:
+		return fmt.Sprintf("DaemonSet %s: %d of %d pods updated, %d ready", ds.Name,
+			st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady)
+	}
+	return ""
+}
+
+// podProblems lists what keeps the pods of ds from being ready, as
+// ", pod NAME: ..." for a message about ds; nothing when they cannot be
+// listed (the message says enough without).
+func podProblems(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) string {
+	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return ""
+	}
+	pods, err := client.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return ""
+	}
+	var out string
+	for _, pod := range pods.Items {
+		if why := sandbox.PodNotReady(&pod); why != "" {
+			out += fmt.Sprintf(", pod %s: %s", pod.Name, why)
+		}
+	}
+	return out
+}
