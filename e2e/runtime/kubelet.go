@@ -96,7 +96,7 @@ type kubeletAuthn struct {
 	} `json:"webhook"`
 	X509 struct {
 		ClientCAFile string `json:"clientCAFile,omitempty"`
-	} `json:"x509"`
+	} `json:"x509,omitzero"` // a standalone kubelet has no client CA
 }
 
 type kubeletAuthz struct {
