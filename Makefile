@@ -15,7 +15,7 @@ HELPERS     := bin/nri-sidecar-helper
 RUNTIME_PKG := ./e2e/runtime/...
 IS_ROOT     := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: all build test unit e2e fuzz-smoke runtime-bins run bench lint fmt clean install uninstall chart images FORCE
+.PHONY: all build test unit e2e fuzz-smoke runtime-bins run kubectl report bench lint fmt clean install uninstall chart images FORCE
 
 all: build
 
@@ -61,9 +61,25 @@ endif
 fuzz-smoke:
 	FUZZTIME=$(FUZZTIME) bash hack/fuzz-smoke.sh
 
-# A local node sandbox: containerd + kubelet + every plugin, with a demo workload.
-run: build runtime-bins
-	$(GO) run ./e2e/runtime/cmd/nri-sandbox $(addprefix --plugin ,$(BINARIES)) --workload e2e/runtime/testdata/demo
+# A local one-node cluster (e2e/runtime/cmd/nri-sandbox): control plane,
+# containerd and a kubelet, the suite installed with its Helm chart from
+# `make images`, a demo workload applied through the API and a report of what
+# each plugin did to it. It serves until Ctrl-C; meanwhile `make kubectl
+# ARGS=...` (or bin/kubectl) and `make report POD=namespace/name` use it.
+KUBECONFIG_LINK := _out/kubeconfig
+
+run: images runtime-bins bin/nri-sandbox
+	bin/nri-sandbox --images $(IMAGES_OUT) --workload e2e/runtime/testdata/demo \
+		--kubeconfig-link $(KUBECONFIG_LINK) --kubectl-script bin/kubectl
+
+kubectl:
+	$(NRI_SUITE_CACHE)/bin/kubectl --kubeconfig $(KUBECONFIG_LINK) $(ARGS)
+
+report: bin/nri-sandbox
+	bin/nri-sandbox report --kubeconfig $(KUBECONFIG_LINK) --pod $(POD)
+
+bin/nri-sandbox: FORCE
+	$(GO) build -o $@ ./e2e/runtime/cmd/nri-sandbox
 
 # Pre-registered install for nodes that run the plugins without Kubernetes
 # (docs/install.md): NN-name binaries into the runtime's plugin dir, their

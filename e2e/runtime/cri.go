@@ -376,27 +376,3 @@ func criReady(ctx context.Context, crictl, endpoint string) error {
 	}
 	return fmt.Errorf("runtime reports no RuntimeReady condition")
 }
-
-// ImageEnv returns the environment an image's configuration sets.
-func (c *CRI) ImageEnv(ctx context.Context, ref string) ([]string, error) {
-	out, err := c.Crictl(ctx, "inspecti", "-o", "json", ref)
-	if err != nil {
-		return nil, fmt.Errorf("inspecting image %s: %w", ref, err)
-	}
-	var in struct {
-		Info struct {
-			ImageSpec *struct {
-				Config struct {
-					Env []string `json:"Env"`
-				} `json:"config"`
-			} `json:"imageSpec"`
-		} `json:"info"`
-	}
-	if err := json.Unmarshal(out, &in); err != nil {
-		return nil, fmt.Errorf("decoding crictl inspecti output of %s: %w", ref, err)
-	}
-	if in.Info.ImageSpec == nil {
-		return nil, fmt.Errorf("inspecting image %s: the runtime reports no image config (info.imageSpec)", ref)
-	}
-	return in.Info.ImageSpec.Config.Env, nil
-}

@@ -7,55 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nri-suite/nri-suite/common/kubepod"
 	"github.com/nri-suite/nri-suite/deployments"
 )
-
-// DecodePod decodes a kubelet-style Pod manifest (YAML or JSON) the way the
-// harness does (strictly, with the kubelet's defaults), and checks that the
-// sandbox can run it.
-func DecodePod(data []byte) (*corev1.Pod, error) {
-	pod, err := kubepod.Parse(data)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckPod(pod); err != nil {
-		return nil, err
-	}
-	return pod, nil
-}
-
-// LoadPods decodes every *.yaml manifest in dir, sorted by file name.
-func LoadPods(dir string) ([]*corev1.Pod, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, fmt.Errorf("listing pod manifests in %s: %w", dir, err)
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("loading pod manifests: no *.yaml in %s", dir)
-	}
-	sort.Strings(files)
-	pods := make([]*corev1.Pod, 0, len(files))
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("loading pod manifest: %w", err)
-		}
-		pod, err := DecodePod(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		pods = append(pods, pod)
-	}
-	return pods, nil
-}
 
 // CheckPod rejects what the sandbox cannot run: a pod without a name or
 // containers, a pod network (there is no CNI), and image pulls (images are

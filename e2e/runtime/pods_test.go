@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-suite/nri-suite/common/kubepod"
 	"github.com/nri-suite/nri-suite/deployments"
@@ -27,7 +28,7 @@ spec:
       imagePullPolicy: Never
 `
 
-func TestDecodePod(t *testing.T) {
+func TestCheckPod(t *testing.T) {
 	tests := []struct {
 		name    string
 		yaml    string
@@ -35,8 +36,6 @@ func TestDecodePod(t *testing.T) {
 	}{
 		{name: "valid", yaml: validPod},
 		{name: "IfNotPresent is local too", yaml: replace(validPod, "Never", "IfNotPresent")},
-		{name: "no name", yaml: replace(validPod, "name: ok", "labels: {}"),
-			wantErr: "metadata.name is empty: expected a pod name"},
 		{name: "pod network", yaml: replace(validPod, "hostNetwork: true", "hostNetwork: false"),
 			wantErr: "pod ok: spec.hostNetwork is false, expected true (the sandbox has no CNI)"},
 		{name: "pulls", yaml: replace(validPod, "imagePullPolicy: Never", "imagePullPolicy: Always"),
@@ -45,64 +44,29 @@ func TestDecodePod(t *testing.T) {
 			wantErr: `container main: imagePullPolicy is "", expected Never or IfNotPresent`},
 		{name: "init container pulls", yaml: validPod + "  initContainers:\n    - name: init\n      image: x\n",
 			wantErr: `container init: imagePullPolicy is ""`},
-		{name: "no containers", yaml: "apiVersion: v1\nkind: Pod\nmetadata: {name: empty}\nspec: {hostNetwork: true}\n",
-			wantErr: `pod "empty": spec.containers is empty`},
-		{name: "wrong kind", yaml: replace(validPod, "kind: Pod", "kind: Deployment"),
-			wantErr: `kind "Deployment": expected apiVersion "v1" kind "Pod"`},
-		{name: "unknown field", yaml: validPod + "  hostNetwrok: true\n",
-			wantErr: `unknown field "hostNetwrok"`},
-		{name: "not YAML", yaml: "{", wantErr: "decoding pod manifest"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pod, err := DecodePod([]byte(tt.yaml))
+			pod, err := kubepod.Parse([]byte(tt.yaml))
+			require.NoError(t, err)
+			err = CheckPod(pod)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, "ok", pod.Name)
 		})
 	}
+	// What kubepod.Parse refuses already, for pods made in code.
+	assert.ErrorContains(t, CheckPod(&corev1.Pod{}), "metadata.name is empty, expected a name")
+	assert.ErrorContains(t, CheckPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "empty"}, Spec: corev1.PodSpec{HostNetwork: true}}),
+		"pod empty: spec.containers is empty, expected at least one container")
 }
 
 // replace changes the first old in s; a row whose old is missing stays
 // valid and fails on its expected error.
 func replace(s, old, new string) string { return strings.Replace(s, old, new, 1) }
-
-func FuzzDecodePod(f *testing.F) {
-	f.Add(validPod)
-	f.Add("kind: Pod\nmetadata: {name: x}\nspec: {hostNetwork: true, containers: [{name: c, imagePullPolicy: Never}]}\n")
-	f.Add("spec: {containers: [{resources: {limits: {cpu: 'x'}}}]}")
-	f.Add("")
-	f.Fuzz(func(t *testing.T, manifest string) {
-		pod, err := DecodePod([]byte(manifest))
-		if err == nil {
-			assert.NoError(t, CheckPod(pod), "an accepted pod passes CheckPod")
-		}
-	})
-}
-
-// The demo workload of `make run` must be runnable by the sandbox.
-func TestLoadPodsDemo(t *testing.T) {
-	pods, err := LoadPods("testdata/demo")
-	require.NoError(t, err)
-	require.NotEmpty(t, pods)
-	names := map[string]bool{}
-	classes := map[corev1.PodQOSClass]int{}
-	for _, p := range pods {
-		assert.False(t, names[p.Name], "pod name %s is unique", p.Name)
-		names[p.Name] = true
-		classes[kubepod.QOSClass(p)]++
-	}
-	// make run shows what plugins do to every QoS class; topology-aware's
-	// exclusive grant needs the Guaranteed one.
-	assert.Equal(t, map[corev1.PodQOSClass]int{corev1.PodQOSBestEffort: 1, corev1.PodQOSBurstable: 1, corev1.PodQOSGuaranteed: 1}, classes,
-		"pods of the demo by QoS class")
-	_, err = LoadPods(t.TempDir())
-	assert.ErrorContains(t, err, "no *.yaml in")
-}
 
 func TestParseEnviron(t *testing.T) {
 	got := ParseEnviron("PATH=/bin\x00EMPTY=\x00EQ=a=b\x00NOVALUE\x00\x00")
@@ -160,7 +124,7 @@ func TestWritePodTolerateMissingPlugins(t *testing.T) {
 			assert.Equal(t, tt.own, pod.Annotations, "the caller's pod")
 			data, err := os.ReadFile(filepath.Join(dir, "web.yaml"))
 			require.NoError(t, err)
-			written, err := DecodePod(data)
+			written, err := kubepod.Parse(data)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, written.Annotations)
 		})

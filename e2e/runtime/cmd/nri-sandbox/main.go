@@ -1,9 +1,16 @@
-// Command nri-sandbox is what `make run` starts: a real node (container
-// runtime with NRI, standalone kubelet) on private sockets, the suite's
-// plugin binaries connected as external plugins, and a demo workload of
-// static pods. It prints what each plugin did to each container and serves
+// Command nri-sandbox is what `make run` starts: a one-node Kubernetes
+// cluster (etcd, kube-apiserver, controller-manager, scheduler, a kubelet on
+// containerd or CRI-O with NRI) in a network namespace of its own, the
+// suite installed with its Helm chart from the images `make images` wrote,
+// and a demo workload applied through the API (a Deployment, a Guaranteed
+// pod and a Job with a native sidecar). It prints what each plugin did to
+// each container and how to reach the cluster from the host, and serves
 // until SIGINT or SIGTERM (or exits after the report with --once), then
 // tears everything down.
+//
+// `nri-sandbox report --kubeconfig FILE --pod NAMESPACE/NAME` prints the
+// same report for one pod of the running cluster, such as one applied with
+// kubectl.
 package main
 
 import (
@@ -15,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -23,115 +29,123 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/e2e/runtime/suite"
 )
 
 type options struct {
-	runtime     string
-	baseDir     string
-	workload    string
-	plugins     []string
-	configs     map[string]string // plugin name -> config file
-	once        bool
-	waitTimeout time.Duration
-	logLevel    string
+	runtime        string
+	baseDir        string
+	images         string
+	chart          string
+	workload       string
+	kubeconfigLink string
+	kubectlScript  string
+	once           bool
+	waitTimeout    time.Duration
+	logLevel       string
+}
+
+// reportOptions are those of `nri-sandbox report`.
+type reportOptions struct {
+	kubeconfig     string
+	namespace      string
+	pod            string
+	sharedDir      string
+	suiteNamespace string
 }
 
 func main() {
-	opts, err := parseFlags(os.Args[1:], os.Stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "nri-sandbox:", err)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, opts, os.Stdout); err != nil {
+	err := dispatch(ctx, os.Args[1:])
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		// An interrupt while starting is how a person stops `make run`
 		// early: after the teardown, that is not a failure.
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, "nri-sandbox: interrupted")
-			return
-		}
+		fmt.Fprintln(os.Stderr, "nri-sandbox: interrupted")
+	default:
 		fmt.Fprintln(os.Stderr, "nri-sandbox:", err)
 		os.Exit(1)
 	}
 }
 
-// repeated collects a flag given several times.
-type repeated []string
-
-func (r *repeated) String() string     { return strings.Join(*r, ",") }
-func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+// dispatch runs the report subcommand or the sandbox, as args say.
+func dispatch(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "report" {
+		opts, err := parseReportFlags(args[1:], os.Stderr)
+		if err != nil {
+			return err
+		}
+		return reportPod(ctx, opts, os.Stdout)
+	}
+	opts, err := parseFlags(args, os.Stderr)
+	if err != nil {
+		return err
+	}
+	return run(ctx, opts, os.Stdout)
+}
 
 func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs := flag.NewFlagSet("nri-sandbox", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	var opts options
-	var plugins, configs repeated
 	fs.StringVar(&opts.runtime, "runtime", "containerd", "container runtime: "+strings.Join(sandbox.RuntimeNames(), ", "))
 	fs.StringVar(&opts.baseDir, "base-dir", "/run", "directory for the sandbox's run dir (keep it short: socket paths)")
-	fs.StringVar(&opts.workload, "workload", "e2e/runtime/testdata/demo", "directory of static pod manifests (*.yaml)")
-	fs.Var(&plugins, "plugin", "plugin binary to connect as an external plugin (repeatable); its name is the file name without \"nri-\"")
-	fs.Var(&configs, "plugin-config", "NAME=FILE: configuration file of plugin NAME (repeatable)")
+	fs.StringVar(&opts.images, "images", "_out/images", "directory of the plugin images `make images` wrote (nri-*.tar)")
+	fs.StringVar(&opts.chart, "chart", suite.ChartDir, "the suite's Helm chart")
+	fs.StringVar(&opts.workload, "workload", "e2e/runtime/testdata/demo", "directory of manifests (*.yaml: a Pod, Deployment or Job each), applied in file name order")
+	fs.StringVar(&opts.kubeconfigLink, "kubeconfig-link", "", "symlink to make to the cluster's kubeconfig while it serves (none if empty)")
+	fs.StringVar(&opts.kubectlScript, "kubectl-script", "", "kubectl wrapper script to write for the cluster while it serves (none if empty)")
 	fs.BoolVar(&opts.once, "once", false, "exit after the report instead of serving until interrupted")
-	fs.DurationVar(&opts.waitTimeout, "wait", 2*time.Minute, "how long to wait for the sandbox and the workload")
+	fs.DurationVar(&opts.waitTimeout, "wait", 5*time.Minute, "how long to wait for the host lock, the cluster, the suite and the workload")
 	fs.StringVar(&opts.logLevel, "log-level", "info", "log level of the sandbox (stderr)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
-		return options{}, fmt.Errorf("unexpected arguments %q: every input is a flag", fs.Args())
-	}
-	opts.plugins = plugins
-	opts.configs = map[string]string{}
-	for _, c := range configs {
-		name, file, ok := strings.Cut(c, "=")
-		if !ok || name == "" || file == "" {
-			return options{}, fmt.Errorf("flag --plugin-config %q: expected NAME=FILE", c)
-		}
-		opts.configs[name] = file
+		return options{}, fmt.Errorf("unexpected arguments %q: every input is a flag (or the subcommand report)", fs.Args())
 	}
 	return opts, nil
 }
 
-// pluginSpecs turns the plugin flags into specs with names, indexes and
-// configurations.
-func pluginSpecs(opts options) ([]sandbox.PluginSpec, error) {
-	specs := make([]sandbox.PluginSpec, 0, len(opts.plugins))
-	used := map[string]bool{}
-	next := 50
-	for _, bin := range opts.plugins {
-		abs, err := filepath.Abs(bin)
-		if err != nil {
-			return nil, fmt.Errorf("flag --plugin %q: %w", bin, err)
-		}
-		name := strings.TrimPrefix(filepath.Base(abs), "nri-")
-		if used[name] {
-			return nil, fmt.Errorf("flag --plugin %q: plugin %s given twice", bin, name)
-		}
-		used[name] = true
-		idx, ok := knownIdx[name]
-		if !ok {
-			idx = fmt.Sprintf("%02d", next)
-			next++
-		}
-		spec := sandbox.PluginSpec{Binary: abs, Name: name, Idx: idx, Args: knownArgs(name)}
-		if file, ok := opts.configs[name]; ok {
-			if spec.Config, err = os.ReadFile(file); err != nil {
-				return nil, fmt.Errorf("reading configuration of plugin %s: %w", name, err)
-			}
-		}
-		specs = append(specs, spec)
+func parseReportFlags(args []string, errOut io.Writer) (reportOptions, error) {
+	fs := flag.NewFlagSet("nri-sandbox report", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var opts reportOptions
+	var pod string
+	fs.StringVar(&opts.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (make run links it at _out/kubeconfig)")
+	fs.StringVar(&pod, "pod", "", "the pod to report on, as NAMESPACE/NAME (or NAME in namespace default)")
+	fs.StringVar(&opts.sharedDir, "shared-dir", state.DefaultDir, "the plugins' shared state directory on this node (the chart's sharedDir)")
+	fs.StringVar(&opts.suiteNamespace, "suite-namespace", suite.Release, "namespace of the suite's DaemonSets")
+	if err := fs.Parse(args); err != nil {
+		return reportOptions{}, err
 	}
-	for name := range opts.configs {
-		if !used[name] {
-			return nil, fmt.Errorf("flag --plugin-config: no --plugin named %s", name)
-		}
+	if fs.NArg() > 0 {
+		return reportOptions{}, fmt.Errorf("report: unexpected arguments %q: every input is a flag", fs.Args())
 	}
-	return specs, nil
+	if opts.kubeconfig == "" {
+		return reportOptions{}, errors.New("report: flag --kubeconfig is empty, expected the cluster's kubeconfig")
+	}
+	var err error
+	if opts.namespace, opts.pod, err = parsePodRef(pod); err != nil {
+		return reportOptions{}, fmt.Errorf("report: flag --pod: %w", err)
+	}
+	return opts, nil
+}
+
+// parsePodRef splits NAMESPACE/NAME; a bare NAME is in namespace default.
+func parsePodRef(ref string) (namespace, name string, err error) {
+	namespace, name, found := strings.Cut(ref, "/")
+	if !found {
+		namespace, name = "default", ref
+	}
+	if namespace == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("%q: expected NAMESPACE/NAME or NAME", ref)
+	}
+	return namespace, name, nil
 }
 
 func run(ctx context.Context, opts options, out io.Writer) (err error) {
@@ -142,22 +156,19 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 		return fmt.Errorf("flag --log-level: %w", err)
 	}
 	log.SetLevel(level)
-	specs, err := pluginSpecs(opts)
+	images, err := suite.LoadImages(opts.images)
 	if err != nil {
 		return err
 	}
-	pods, err := sandbox.LoadPods(opts.workload)
+	workload, err := loadWorkload(opts.workload)
 	if err != nil {
 		return err
 	}
 
 	startCtx, cancel := context.WithTimeout(ctx, opts.waitTimeout)
 	defer cancel()
-	// The shipped containerd drop-in refuses containers while security is
-	// not connected: without it, the demo's pods tolerate its absence.
-	withoutSecurity := !slices.ContainsFunc(specs, func(s sandbox.PluginSpec) bool { return s.Name == "security" })
 	sb, err := sandbox.Start(startCtx, sandbox.Options{Runtime: opts.runtime, BaseDir: opts.baseDir, Log: log,
-		TolerateMissingPlugins: withoutSecurity})
+		Cluster: true, Images: images})
 	if err != nil {
 		return err
 	}
@@ -167,48 +178,96 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 			err = errors.Join(err, closeErr)
 		}
 	}()
-	fmt.Fprintf(out, "sandbox: runtime %s, run dir %s, NRI socket %s, node %s\n",
-		sb.Runtime().Name(), sb.Dir(), sb.NRI().Socket, sb.NodeName())
+	fmt.Fprintf(out, "sandbox: runtime %s, run dir %s, node %s\n", sb.Runtime().Name(), sb.Dir(), sb.NodeName())
 
-	if err := writeDemoDevice(sb); err != nil {
-		return err
-	}
-	for _, spec := range specs {
-		if spec.Config == nil {
-			spec.Config = sandboxConfig(spec, specs, sb)
-		}
-		p, err := sb.StartPlugin(spec)
-		if err != nil {
-			return err
-		}
-		// External plugins register asynchronously; a pod created before a
-		// plugin is ready would miss its adjustments.
-		if err := p.WaitReady(startCtx); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "plugin %s: idx %s, pid %d, http %s, log %s\n", spec.Name, spec.Idx, p.PID(), p.HTTPAddr(), p.LogPath)
-	}
-
-	var runnable []*corev1.Pod
-	for _, pod := range pods {
-		if reason := sb.CannotRun(pod); reason != "" {
-			fmt.Fprintf(out, "pod %s/%s: left out on %s: %s\n", pod.Namespace, pod.Name, sb.Runtime().Name(), reason)
-			continue
-		}
-		runnable = append(runnable, pod)
-	}
-	workload, err := startWorkload(startCtx, sb, runnable)
+	pods, err := deploy(startCtx, sb, opts.chart, workload, out)
 	if err != nil {
 		return err
 	}
-	if err := printReport(startCtx, out, sb, workload); err != nil {
+	rep, err := newReporter(sb.Kubeconfig(), state.DefaultDir, suite.Release)
+	if err != nil {
 		return err
 	}
+	if err := rep.print(startCtx, out, pods); err != nil {
+		return err
+	}
+
+	access, err := writeAccess(sb, opts)
+	if err != nil {
+		return err
+	}
+	defer access.remove(log)
+	access.printUsage(out, pods)
 	if opts.once {
 		return nil
 	}
 	fmt.Fprintln(out, "serving; interrupt (Ctrl-C) or SIGTERM to tear down")
 	<-ctx.Done()
 	fmt.Fprintln(out, "tearing down")
+	return nil
+}
+
+// deploy installs the demo device and the suite into the sandbox and
+// applies the workload, but what the runtime cannot run here, and returns
+// the workload's pods.
+func deploy(ctx context.Context, sb *sandbox.Sandbox, chart string, workload []manifest, out io.Writer) ([]corev1.Pod, error) {
+	if err := writeDemoDevice(sb); err != nil {
+		return nil, err
+	}
+	daemonSets, err := suite.Install(ctx, sb, chart)
+	if err != nil {
+		return nil, err
+	}
+	for _, ds := range daemonSets {
+		fmt.Fprintf(out, "daemonset %s/%s: %d of %d pods ready\n", ds.Namespace, ds.Name, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+	}
+	var runnable []manifest
+	for _, m := range workload {
+		if reason := sb.CannotRun(m.pod); reason != "" {
+			fmt.Fprintf(out, "%s: left out on %s: %s\n", m.describe(), sb.Runtime().Name(), reason)
+			continue
+		}
+		runnable = append(runnable, m)
+	}
+	return applyWorkload(ctx, sb, runnable, out)
+}
+
+// reportPod is `nri-sandbox report`: the report on one pod of a running cluster.
+func reportPod(ctx context.Context, opts reportOptions, out io.Writer) error {
+	rep, err := newReporter(opts.kubeconfig, opts.sharedDir, opts.suiteNamespace)
+	if err != nil {
+		return err
+	}
+	pod, err := rep.pod(ctx, opts.namespace, opts.pod)
+	if err != nil {
+		return err
+	}
+	return rep.printPod(ctx, out, pod)
+}
+
+// The demo device: a CDI spec in the sandbox's spec directory that gives
+// /dev/null to containers as /dev/demo-null, with an env variable, so that
+// device-injector has something to inject on any machine.
+const (
+	demoDevice     = "nri-suite.io/demo=null"
+	demoDeviceSpec = `cdiVersion: 0.6.0
+kind: nri-suite.io/demo
+devices:
+  - name: "null"
+    containerEdits:
+      deviceNodes:
+        - path: /dev/demo-null
+          hostPath: /dev/null
+      env:
+        - NRI_SUITE_DEMO_DEVICE=null
+`
+)
+
+// writeDemoDevice installs the demo device's CDI spec in the sandbox.
+func writeDemoDevice(sb *sandbox.Sandbox) error {
+	path := filepath.Join(sb.CDISpecDir(), "nri-suite-demo.yaml")
+	if err := os.WriteFile(path, []byte(demoDeviceSpec), 0o644); err != nil {
+		return fmt.Errorf("writing the demo device's CDI spec: %w", err)
+	}
 	return nil
 }

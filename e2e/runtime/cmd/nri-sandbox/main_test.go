@@ -3,14 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,11 +17,14 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nri-suite/nri-suite/common/kubepod"
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper/helpertest"
+	"github.com/nri-suite/nri-suite/e2e/runtime/suite"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -33,21 +35,18 @@ func TestParseFlags(t *testing.T) {
 		check   func(t *testing.T, o options)
 	}{
 		{name: "defaults", check: func(t *testing.T, o options) {
-			assert.Equal(t, "containerd", o.runtime)
-			assert.Equal(t, "e2e/runtime/testdata/demo", o.workload)
-			assert.False(t, o.once)
-			assert.Empty(t, o.plugins)
+			assert.Equal(t, options{runtime: "containerd", baseDir: "/run", images: "_out/images", chart: suite.ChartDir,
+				workload: "e2e/runtime/testdata/demo", waitTimeout: 5 * time.Minute, logLevel: "info"}, o)
 		}},
-		{name: "plugins and configs", args: []string{"--plugin", "bin/nri-a", "--plugin", "bin/nri-b", "--plugin-config", "a=a.yaml", "--once"},
+		{name: "make run's", args: []string{"--images", "i", "--kubeconfig-link", "_out/kubeconfig", "--kubectl-script", "bin/kubectl", "--once"},
 			check: func(t *testing.T, o options) {
-				assert.Equal(t, []string{"bin/nri-a", "bin/nri-b"}, o.plugins)
-				assert.Equal(t, map[string]string{"a": "a.yaml"}, o.configs)
+				assert.Equal(t, "i", o.images)
+				assert.Equal(t, "_out/kubeconfig", o.kubeconfigLink)
+				assert.Equal(t, "bin/kubectl", o.kubectlScript)
 				assert.True(t, o.once)
 			}},
-		{name: "config without file", args: []string{"--plugin-config", "a="}, wantErr: `flag --plugin-config "a=": expected NAME=FILE`},
-		{name: "config without name", args: []string{"--plugin-config", "a.yaml"}, wantErr: `expected NAME=FILE`},
 		{name: "stray argument", args: []string{"extra"}, wantErr: `unexpected arguments ["extra"]`},
-		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined: -nope"},
+		{name: "unknown flag", args: []string{"--plugin", "bin/nri-stats"}, wantErr: "flag provided but not defined: -plugin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,101 +61,250 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-func TestPluginSpecs(t *testing.T) {
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "stats.yaml")
-	require.NoError(t, os.WriteFile(conf, []byte("interval: 1s\n"), 0o644))
-
-	specs, err := pluginSpecs(options{
-		plugins: []string{"/b/nri-stats", "/b/nri-e2e-test", "/b/nri-device-injector", "/b/custom"},
-		configs: map[string]string{"stats": conf},
-	})
+func TestParseReportFlags(t *testing.T) {
+	o, err := parseReportFlags([]string{"--kubeconfig", "k", "--pod", "kube-system/coredns"}, io.Discard)
 	require.NoError(t, err)
-	got := map[string]string{}
-	for _, s := range specs {
-		got[s.Name] = s.Idx
-	}
-	assert.Equal(t, map[string]string{"stats": "90", "e2e-test": "50", "device-injector": "10", "custom": "51"}, got)
-	assert.Equal(t, "interval: 1s\n", string(specs[0].Config))
-	args := map[string][]string{}
-	for _, s := range specs {
-		args[s.Name] = s.Args
-	}
-	assert.Equal(t, map[string][]string{"stats": {"--stats-addr", "127.0.0.1:0"}, "e2e-test": nil, "device-injector": nil, "custom": nil},
-		args, "only stats has own flags here: its stats listener on a free port")
-	specs, err = pluginSpecs(options{plugins: []string{"/b/nri-topology-aware"}})
+	assert.Equal(t, reportOptions{kubeconfig: "k", namespace: "kube-system", pod: "coredns",
+		sharedDir: state.DefaultDir, suiteNamespace: suite.Release}, o)
+	o, err = parseReportFlags([]string{"--kubeconfig", "k", "--pod", "db"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"--state-dir", sandbox.PluginDir + "/state"}, specs[0].Args, "topology-aware's checkpoint stays in the run dir")
+	assert.Equal(t, "default", o.namespace, "a bare name is in namespace default")
 
-	_, err = pluginSpecs(options{plugins: []string{"/a/nri-x", "/b/nri-x"}})
-	assert.ErrorContains(t, err, "plugin x given twice")
-	_, err = pluginSpecs(options{plugins: []string{"/a/nri-x"}, configs: map[string]string{"y": conf}})
-	assert.ErrorContains(t, err, "no --plugin named y")
-	_, err = pluginSpecs(options{plugins: []string{"/a/nri-x"}, configs: map[string]string{"x": filepath.Join(dir, "missing")}})
-	assert.ErrorContains(t, err, "reading configuration of plugin x")
+	for args, wantErr := range map[string]string{
+		"--pod db":                     "flag --kubeconfig is empty",
+		"--kubeconfig k":               `flag --pod: "": expected NAMESPACE/NAME or NAME`,
+		"--kubeconfig k --pod /db":     `flag --pod: "/db"`,
+		"--kubeconfig k --pod ns/":     `flag --pod: "ns/"`,
+		"--kubeconfig k --pod a/b/c":   `flag --pod: "a/b/c"`,
+		"--kubeconfig k --pod db more": `unexpected arguments ["more"]`,
+	} {
+		_, err := parseReportFlags(strings.Fields(args), io.Discard)
+		assert.ErrorContains(t, err, wantErr, "args %q", args)
+	}
 }
 
-func TestFormatMemoryLimit(t *testing.T) {
-	tests := map[string]string{
-		"max":                 "unlimited",
-		"9223372036854771712": "unlimited",
-		"67108864":            "67108864 bytes (64.0 MiB)",
-		"garbage":             "garbage",
+const podManifest = `apiVersion: v1
+kind: Pod
+metadata:
+  name: db
+spec:
+  containers:
+    - name: db
+      image: x
+`
+
+func TestDecodeManifest(t *testing.T) {
+	m, err := decodeManifest([]byte(podManifest))
+	require.NoError(t, err)
+	assert.Equal(t, "Pod", m.kind)
+	assert.Equal(t, "default/db", m.namespace+"/"+m.name, "namespace default when unset")
+	assert.Nil(t, m.selector, "a Pod is got by name")
+	assert.Equal(t, "db", m.pod.Spec.Containers[0].Name)
+
+	m, err = decodeManifest([]byte(`apiVersion: batch/v1
+kind: Job
+metadata: {name: batch, namespace: jobs}
+spec:
+  template:
+    metadata: {annotations: {a: b}}
+    spec: {restartPolicy: Never, containers: [{name: worker, image: x}]}
+`))
+	require.NoError(t, err)
+	assert.Equal(t, &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/job-name": "batch"}}, m.selector)
+	assert.Equal(t, "b", m.pod.Annotations["a"], "the pod is the template's")
+	assert.Equal(t, "jobs", m.namespace)
+
+	m, err = decodeManifest([]byte(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: app, image: x}]}
+`))
+	require.NoError(t, err)
+	assert.Equal(t, &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, m.selector)
+
+	for _, tt := range []struct{ manifest, wantErr string }{
+		{strings.Replace(podManifest, "kind: Pod", "kind: Service", 1), `apiVersion "v1" kind "Service": expected a v1 Pod, an apps/v1 Deployment or a batch/v1 Job`},
+		{podManifest + "  hostNetwrok: true\n", `decoding Pod: error unmarshaling JSON: while decoding JSON: json: unknown field "hostNetwrok"`},
+		{strings.Replace(podManifest, "name: db\nspec", "labels: {}\nspec", 1), "Pod: metadata.name is empty"},
+		{"apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\n", "Job j: no containers"},
+		{"{", "decoding manifest"},
+	} {
+		_, err := decodeManifest([]byte(tt.manifest))
+		assert.ErrorContains(t, err, tt.wantErr, "manifest %q", tt.manifest)
 	}
-	for raw, want := range tests {
-		assert.Equal(t, want, formatMemoryLimit(raw), "formatMemoryLimit(%q)", raw)
+}
+
+// The demo shows every plugin at work on what a cluster runs: a Deployment
+// (Burstable) with the demo device and an ordered sidecar, a Guaranteed pod
+// for an exclusive CPU, and a Job (BestEffort) whose native sidecar
+// sidecar-order stops after the main; all from local images only.
+func TestDemoWorkload(t *testing.T) {
+	workload, err := loadWorkload("../../testdata/demo")
+	require.NoError(t, err)
+	classes := map[string]corev1.PodQOSClass{}
+	for _, m := range workload {
+		classes[m.kind+" "+m.name] = kubepod.QOSClass(m.pod)
+		for _, c := range append(m.pod.Spec.InitContainers, m.pod.Spec.Containers...) {
+			assert.Equal(t, sandbox.BusyboxImage, c.Image, "%s: container %s", m.describe(), c.Name)
+			assert.Equal(t, corev1.PullNever, c.ImagePullPolicy, "%s: container %s", m.describe(), c.Name)
+		}
 	}
+	assert.Equal(t, map[string]corev1.PodQOSClass{"Job batch": corev1.PodQOSBestEffort, "Pod db": corev1.PodQOSGuaranteed,
+		"Deployment web": corev1.PodQOSBurstable}, classes)
+
+	job := workload[0]
+	require.Equal(t, "Job", job.kind, "in file name order")
+	require.Len(t, job.pod.Spec.InitContainers, 1)
+	sidecar := job.pod.Spec.InitContainers[0]
+	assert.Equal(t, corev1.ContainerRestartPolicyAlways, *sidecar.RestartPolicy, "a native sidecar")
+	assert.Equal(t, sidecar.Name, job.pod.Annotations["sidecar-order.nri-suite.io/sidecars"])
+	assert.Equal(t, corev1.RestartPolicyNever, job.pod.Spec.RestartPolicy, "the pod completes")
+
+	_, err = loadWorkload(t.TempDir())
+	assert.ErrorContains(t, err, "no *.yaml in")
+}
+
+func TestKubectlScript(t *testing.T) {
+	assert.Equal(t, "#!/bin/sh\n# Written by nri-sandbox (make run): kubectl of its cluster, while it serves.\n"+
+		`exec '/c/bin/kubectl' --kubeconfig '/it'\''s/kubeconfig' "$@"`+"\n",
+		kubectlScript("/c/bin/kubectl", "/it's/kubeconfig"))
+	out, err := exec.Command("sh", "-c", "echo "+shellQuote(`a 'b' $c "d"`)).Output()
+	require.NoError(t, err)
+	assert.Equal(t, `a 'b' $c "d"`+"\n", string(out))
+}
+
+func TestFormatState(t *testing.T) {
+	at := func(s string) metav1.Time {
+		tm, err := time.Parse(time.RFC3339, "2026-01-02T"+s+"Z")
+		require.NoError(t, err)
+		return metav1.NewTime(tm)
+	}
+	tests := map[string]corev1.ContainerStatus{
+		"running since 10:00:01": {State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at("10:00:01")}}},
+		"exited 0 (Completed), ran 10:00:01 to 10:00:03, 2 restarts": {RestartCount: 2, State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: at("10:00:01"), FinishedAt: at("10:00:03")}}},
+		"waiting: CreateContainerError refused": {State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason: "CreateContainerError", Message: "refused"}}},
+		"waiting: PodInitializing": {State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}},
+		"not created yet":          {},
+	}
+	for want, st := range tests {
+		assert.Equal(t, want, formatState(st))
+	}
+}
+
+func TestTargets(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	pod := &corev1.Pod{
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "setup"}, {Name: "proxy", RestartPolicy: &always}},
+			Containers:     []corev1.Container{{Name: "app"}},
+		},
+		Status: corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", ContainerID: "containerd://abc",
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "cri-o://def"}},
+		},
+	}
+	var got []string
+	for _, c := range targets(pod) {
+		got = append(got, strings.Join([]string{c.name, c.role, c.id, map[bool]string{true: "running"}[c.running]}, "|"))
+	}
+	assert.Equal(t, []string{"setup|init||", "proxy|native sidecar|abc|running", "app||def|"}, got)
+}
+
+func TestUnschedulable(t *testing.T) {
+	pod := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+		Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu."}}}}
+	assert.Equal(t, "Unschedulable 0/1 nodes are available: 1 Insufficient cpu.", unschedulable(pod))
+	pod.Status.Conditions[0].Status = corev1.ConditionTrue
+	assert.Equal(t, "", unschedulable(pod))
+}
+
+func TestHelperLines(t *testing.T) {
+	log := "nri-sidecar-helper: proxy: ready (process)\n" +
+		"the sidecar's own output\n" +
+		"nri-sidecar-helper: other: not this container's\n" +
+		"nri-sidecar-helper: proxy: every main container has exited; stopping in order\n"
+	lines, err := helperLines(strings.NewReader(log), "proxy")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ready (process)", "every main container has exited; stopping in order"}, lines)
+}
+
+func TestFormatUsage(t *testing.T) {
+	body := []byte(`{"pods":[{"containers":[{"id":"other"},{"id":"abc","usage":{"cpu":{"usageSeconds":1.5},"memory":{"workingSetBytes":1048576}}}]}]}`)
+	got, err := formatUsage(body, "abc")
+	require.NoError(t, err)
+	assert.Equal(t, "cpu 1.500s, working set 1.0 MiB (stats plugin)", got)
+	got, err = formatUsage(body, "other")
+	require.NoError(t, err)
+	assert.Equal(t, "not reported by the stats plugin", got, "a container without usage yet")
+	_, err = formatUsage([]byte("<html>"), "abc")
+	assert.ErrorContains(t, err, "decoding /stats/pods")
+}
+
+// repoRoot is the repository, from this package's directory.
+const repoRoot = "../../../.."
+
+// images are the plugin images, built once for the package's tests.
+var images struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if images.dir != "" {
+		os.RemoveAll(images.dir)
+	}
+	os.Exit(code)
+}
+
+// imagesDir runs `make images` once and returns the directory it wrote.
+func imagesDir(t *testing.T) string {
+	t.Helper()
+	images.once.Do(func() {
+		if images.dir, images.err = os.MkdirTemp("", "nri-suite-images-"); images.err == nil {
+			_, images.err = suite.BuildImages(sandbox.TestContext(t), repoRoot, images.dir)
+		}
+	})
+	require.NoError(t, images.err)
+	return images.dir
 }
 
 var runDirLine = regexp.MustCompile(`run dir (\S+),`)
 
-// buildPlugin builds a plugin of the suite for the sandbox to connect.
-func buildPlugin(t *testing.T, pkg, name string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	bin, err := sandbox.BuildPlugin(ctx, pkg, t.TempDir(), name)
-	require.NoError(t, err)
-	return bin
-}
-
-// buildTestPlugin builds the test-only plugin.
-func buildTestPlugin(t *testing.T) string {
-	t.Helper()
-	return buildPlugin(t, "./e2e/testplugin", "nri-e2e-test")
-}
-
 // What the report says of a container's CPUs: read inside it, and as
 // topology-aware published them.
 var (
-	cpusetLine    = regexp.MustCompile(`(?m)^cpuset:\s+\S+ \(Cpus_allowed_list (\S+), Mems_allowed_list (\S+)\)$`)
-	placementLine = regexp.MustCompile(`(?m)^placement:\s+(\w+) pool, cpus (\S+), mems (\S+) \(.+\)$`)
+	cpusLine      = regexp.MustCompile(`(?m)^cpus:\s+(\S+), memory nodes (\S+) \(/proc/1/status\)$`)
+	placementLine = regexp.MustCompile(`(?m)^placement:\s+(\w+) pool, cpus (\S+), memory nodes (\S+) \(.+\)$`)
 )
 
-// `make run --once` with the suite's plugins and the test plugin: the report
-// shows, for every demo container, the env the test plugin added, the cgroup
-// values read inside, the placement topology-aware published, which
-// matches the cpuset inside (the Guaranteed container's CPU is its own),
-// the seccomp filter security applied, the demo device device-injector
-// gave the app, the usage the stats plugin reports, and sidecar-order's
-// helper in front of the sidecar. Nothing is left after, not even in the host's shared state.
+// `make run --once`: the suite installed with the chart, the demo applied
+// through the API, and the report shows each plugin's effect on the demo's
+// pods: the demo device device-injector gave the app; sidecar-order's
+// helper in front of web's sidecar and, in the Job, the native sidecar
+// stopped by its helper after the main, so that the Job completed; the
+// placements topology-aware published, matching the CPUs inside, with the
+// Guaranteed pod's CPU its own; the seccomp filter security applied; the
+// usage the stats plugin reports. Nothing is left after, not even in the
+// host's shared state.
 func TestRunOnce(t *testing.T) {
-	sandbox.RequirePrereqs(t, "containerd")
-	plugins := []string{buildTestPlugin(t)}
-	for _, name := range []string{"device-injector", "sidecar-order", "topology-aware", "security", "stats"} {
-		plugins = append(plugins, buildPlugin(t, "./plugins/"+name, "nri-"+name))
-		if name == "sidecar-order" { // it finds its helper next to itself
-			helpertest.Build(t, filepath.Dir(plugins[len(plugins)-1]))
-		}
-	}
-	hostStateDir := filepath.Join(state.DefaultDir, "topology-aware")
-	_, err := os.Stat(hostStateDir)
-	hostStateDirExisted := err == nil
+	sandbox.RequireClusterPrereqs(t, "containerd")
+	_, err := os.Stat(state.DefaultDir)
+	sharedDirExisted := err == nil
+	access := t.TempDir()
 	var out bytes.Buffer
 	err = run(sandbox.TestContext(t), options{
-		runtime: "containerd", baseDir: "/run", workload: "../../testdata/demo",
-		plugins: plugins, configs: map[string]string{}, once: true,
-		waitTimeout: 2 * time.Minute, logLevel: "info",
+		runtime: "containerd", baseDir: "/run", images: imagesDir(t), chart: filepath.Join(repoRoot, suite.ChartDir),
+		workload: "../../testdata/demo", kubeconfigLink: filepath.Join(access, "kubeconfig"), kubectlScript: filepath.Join(access, "kubectl"),
+		once: true, waitTimeout: 8 * time.Minute, logLevel: "info",
 	}, &out)
 	t.Log(out.String())
 	require.NoError(t, err)
@@ -165,53 +313,57 @@ func TestRunOnce(t *testing.T) {
 	m := runDirLine.FindStringSubmatch(report)
 	require.NotNil(t, m, "the report names the run dir")
 	assert.Empty(t, sandbox.LeftoversIn(m[1]))
-	if !hostStateDirExisted {
-		assert.NoDirExists(t, hostStateDir, "topology-aware's state stays in the run dir")
+	if !sharedDirExisted {
+		assert.NoDirExists(t, state.DefaultDir, "the plugins' shared state goes with the sandbox")
 	}
+	assert.NoFileExists(t, filepath.Join(access, "kubeconfig"), "the kubeconfig link goes with the cluster")
+	assert.NoFileExists(t, filepath.Join(access, "kubectl"), "the kubectl script goes with the cluster")
+	assert.Contains(t, report, "kubectl     "+filepath.Join(access, "kubectl")+" get pods -A", "the usage names the kubectl script")
 
-	pods, err := sandbox.LoadPods("../../testdata/demo")
-	require.NoError(t, err)
-	cpusOf := map[string]cpuset.CPUSet{} // container -> CPUs inside it
-	pools := map[string]string{}         // container -> published pool
-	for _, pod := range pods {
-		for _, c := range pod.Spec.Containers {
-			section := containerSection(report, c.Name)
-			require.NotEmpty(t, section, "report on container %s", c.Name)
-			assert.Regexp(t, `(?m)^env added:\s+.*NRI_SUITE_E2E=e2e-test`, section)
-			assert.Regexp(t, `(?m)^seccomp:\s+filter \(Seccomp: 2\)$`, section, "kubelet's default Unconfined became the runtime default")
-			assert.Regexp(t, `(?m)^usage:\s+cpu \d+\.\d{3}s, working set \d+\.\d MiB \(stats plugin\)$`, section)
-			if c.Name == "log-shipper" {
-				assert.Regexp(t, `(?m)^pid 1:\s+/\.nri-sidecar-order/helper --role sidecar --container log-shipper -- sh -c `, section)
-			} else {
-				assert.Regexp(t, `(?m)^pid 1:\s+sh -c `, section, "a main's helper execs the original command, as PID 1")
+	pods := parseReport(report)
+	web, db, batch := podNamed(t, pods, "default/web-"), podNamed(t, pods, "default/db"), podNamed(t, pods, "default/batch-")
+	assert.Contains(t, web[""], "Burstable, Running")
+	assert.Contains(t, db[""], "Guaranteed, Running")
+	assert.Contains(t, batch[""], "Job batch: Complete, BestEffort, Succeeded")
+
+	cpusOf := map[string]cpuset.CPUSet{} // running container -> CPUs inside it
+	pools := map[string]string{}         // running container -> published pool
+	for pod, containers := range map[string]map[string]string{"web": web, "db": db} {
+		for name, section := range containers {
+			if name == "" {
+				continue
 			}
-			if c.Name == "app" {
-				assert.Regexp(t, `(?m)^env added:\s+NRI_SUITE_DEMO_DEVICE=null `, section)
-				assert.Regexp(t, `(?m)^devices:\s+`+regexp.QuoteMeta(demoDevice)+` at /dev/demo-null \(no NUMA node, (Healthy|Unknown)\)$`, section)
-			} else {
-				assert.NotContains(t, section, "devices:")
-			}
-			assert.Regexp(t, `cgroup:\s+kubepods/`, section)
-			if limit := c.Resources.Limits.Memory().Value(); limit > 0 {
-				assert.Regexp(t, `(?m)^memory limit:\s+`+regexp.QuoteMeta(formatMemoryLimit(strconv.FormatInt(limit, 10)))+"$", section)
-			} else {
-				assert.Regexp(t, `(?m)^memory limit:\s+unlimited$`, section)
-			}
-			inside := cpusetLine.FindStringSubmatch(section)
+			name = pod + "/" + name
+			assert.Regexp(t, `(?m)^state:\s+running since `, section, name)
+			assert.Regexp(t, `(?m)^seccomp:\s+filter \(Seccomp: 2\)$`, section, "%s: the kubelet's default Unconfined became the runtime default", name)
+			assert.Regexp(t, `(?m)^usage:\s+cpu \d+\.\d{3}s, working set \d+\.\d MiB \(stats plugin\)$`, section, name)
+			inside := cpusLine.FindStringSubmatch(section)
 			published := placementLine.FindStringSubmatch(section)
-			require.NotNil(t, inside, "cpuset line of container %s", c.Name)
-			require.NotNil(t, published, "placement line of container %s", c.Name)
+			require.NotNil(t, inside, "cpus line of %s", name)
+			require.NotNil(t, published, "placement line of %s", name)
 			cpus := mustCPUSet(t, inside[1])
-			assert.Equal(t, cpus.String(), mustCPUSet(t, published[2]).String(), "published CPUs and Cpus_allowed_list of %s", c.Name)
-			assert.Equal(t, mustCPUSet(t, inside[2]).String(), mustCPUSet(t, published[3]).String(), "published mems and Mems_allowed_list of %s", c.Name)
-			cpusOf[c.Name], pools[c.Name] = cpus, published[1]
+			assert.Equal(t, cpus.String(), mustCPUSet(t, published[2]).String(), "published CPUs and Cpus_allowed_list of %s", name)
+			assert.Equal(t, mustCPUSet(t, inside[2]).String(), mustCPUSet(t, published[3]).String(), "published memory nodes and Mems_allowed_list of %s", name)
+			cpusOf[name], pools[name] = cpus, published[1]
 		}
 	}
-	assert.Equal(t, map[string]string{"worker": "shared", "db": "exclusive", "app": "shared", "log-shipper": "shared"}, pools)
-	assert.Equal(t, 1, cpusOf["db"].Size(), "the Guaranteed 1-CPU container's CPUs")
-	for _, name := range []string{"worker", "app", "log-shipper"} {
-		assert.True(t, cpusOf[name].Intersection(cpusOf["db"]).IsEmpty(), "%s runs on %s, which overlaps the exclusive %s", name, cpusOf[name], cpusOf["db"])
+	assert.Equal(t, map[string]string{"web/app": "shared", "web/log-shipper": "shared", "db/db": "exclusive"}, pools)
+	assert.Equal(t, 1, cpusOf["db/db"].Size(), "the Guaranteed 1-CPU container's CPUs")
+	for _, name := range []string{"web/app", "web/log-shipper"} {
+		assert.True(t, cpusOf[name].Intersection(cpusOf["db/db"]).IsEmpty(), "%s runs on %s, which overlaps the exclusive %s", name, cpusOf[name], cpusOf["db/db"])
 	}
+
+	assert.Regexp(t, `(?m)^devices:\s+`+regexp.QuoteMeta(demoDevice)+` at /dev/demo-null \(no NUMA node, (Healthy|Unknown)\)$`, web["app"])
+	assert.NotContains(t, web["log-shipper"], "devices:")
+	assert.Regexp(t, `(?m)^pid 1:\s+sh -c `, web["app"], "a main's helper execs the original command, as PID 1")
+	assert.Regexp(t, `(?m)^pid 1:\s+/\.nri-sidecar-order/helper --role sidecar --container log-shipper -- sh -c `, web["log-shipper"])
+	assert.Regexp(t, `(?m)^sidecar-order:\s+ready \(process\)$`, web["log-shipper"])
+
+	assert.Regexp(t, `(?m)^state:\s+exited 0 \(Completed\)`, batch["worker"])
+	shipper := batch["log-shipper (native sidecar)"]
+	assert.Regexp(t, `(?m)^state:\s+exited 0 \(Completed\)`, shipper)
+	assert.Regexp(t, `(?m)^sidecar-order:\s+ready \(process\); .*sending SIGTERM to the sidecar`, shipper,
+		"the helper stopped the native sidecar once the main had exited")
 }
 
 func mustCPUSet(t *testing.T, list string) cpuset.CPUSet {
@@ -221,35 +373,67 @@ func mustCPUSet(t *testing.T, list string) cpuset.CPUSet {
 	return s
 }
 
-// containerSection returns the report's lines on one container.
-func containerSection(report, container string) string {
-	var section []string
-	in := false
+// parseReport splits the report into pods ("namespace/name") and their
+// containers ("name", or "name (role)"), each the section's lines trimmed;
+// a pod's "" is its header's summary.
+func parseReport(report string) map[string]map[string]string {
+	pods := map[string]map[string]string{}
+	var pod map[string]string
+	container := ""
 	for _, line := range strings.Split(report, "\n") {
 		switch {
-		case strings.HasPrefix(line, "    container "):
-			in = strings.HasPrefix(line, "    container "+container+" ")
-		case !strings.HasPrefix(line, "      "):
-			in = false
-		case in:
-			section = append(section, strings.TrimSpace(line))
+		case strings.HasPrefix(line, "  pod "):
+			name, summary, _ := strings.Cut(strings.TrimPrefix(line, "  pod "), " ")
+			pod = map[string]string{"": summary}
+			pods[name] = pod
+		case pod != nil && strings.HasPrefix(line, "    container "):
+			container = containerKey(strings.TrimPrefix(line, "    container "))
+		case pod != nil && strings.HasPrefix(line, "      "):
+			pod[container] += strings.TrimSpace(line) + "\n"
+		default:
+			pod = nil
 		}
 	}
-	return strings.Join(section, "\n")
+	return pods
 }
 
-// startCommand builds and starts nri-sandbox as `make run` does, with extra
-// args, and returns once it serves, with its run dir.
-func startCommand(t *testing.T, args ...string) (*exec.Cmd, string, <-chan error) {
+// headerID is the container id at the end of a container's header.
+var headerID = regexp.MustCompile(` [0-9a-f]{13}$`)
+
+// containerKey drops the container id from a container's header.
+func containerKey(header string) string { return headerID.ReplaceAllString(header, "") }
+
+// podNamed returns the one pod of the report whose name starts with prefix.
+func podNamed(t *testing.T, pods map[string]map[string]string, prefix string) map[string]string {
 	t.Helper()
-	plugin := buildTestPlugin(t)
+	var found map[string]string
+	for name, pod := range pods {
+		if strings.HasPrefix(name, prefix) {
+			require.Nil(t, found, "one pod named %s*", prefix)
+			found = pod
+		}
+	}
+	require.NotNil(t, found, "a pod named %s* in the report", prefix)
+	return found
+}
+
+// buildCommand builds nri-sandbox as `make run` runs it.
+func buildCommand(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "nri-sandbox")
-	ctx := sandbox.TestContext(t)
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build := exec.CommandContext(sandbox.TestContext(t), "go", "build", "-o", bin, ".")
 	build.Stderr = os.Stderr
 	require.NoError(t, build.Run())
+	return bin
+}
 
-	cmd := exec.Command(bin, append([]string{"--workload", "../../testdata/demo", "--plugin", plugin}, args...)...)
+// startCommand starts nri-sandbox with args and returns once it serves,
+// with its run dir.
+func startCommand(t *testing.T, bin string, args ...string) (*exec.Cmd, string, <-chan error) {
+	t.Helper()
+	ctx := sandbox.TestContext(t)
+	cmd := exec.Command(bin, append([]string{"--images", imagesDir(t), "--chart", filepath.Join(repoRoot, suite.ChartDir),
+		"--workload", "../../testdata/demo", "--wait", "8m"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = testLogWriter{t}
@@ -295,11 +479,33 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// SIGTERM ends `make run` with a clean teardown and exit status 0.
-func TestSIGTERMTearsDown(t *testing.T) {
-	sandbox.RequirePrereqs(t, "containerd")
-	cmd, runDir, exited := startCommand(t)
+// While `make run` serves, the kubectl script it wrote reaches the cluster
+// from the host, and `nri-sandbox report` reports on one pod; SIGTERM then
+// ends it with a clean teardown and exit status 0, the script and the
+// kubeconfig link gone with the cluster.
+func TestServe(t *testing.T) {
+	sandbox.RequireClusterPrereqs(t, "containerd")
+	bin := buildCommand(t)
+	access := t.TempDir()
+	kubeconfig, kubectl := filepath.Join(access, "kubeconfig"), filepath.Join(access, "kubectl")
+	cmd, runDir, exited := startCommand(t, bin, "--kubeconfig-link", kubeconfig, "--kubectl-script", kubectl)
 	require.NotEmpty(t, sandbox.LeftoversIn(runDir), "the serving sandbox is seen")
+
+	ctx := sandbox.TestContext(t)
+	out, err := exec.CommandContext(ctx, kubectl, "get", "pod", "db", "-o", "jsonpath={.status.phase}").CombinedOutput()
+	require.NoError(t, err, "the kubectl script: %s", out)
+	assert.Equal(t, "Running", string(out))
+	out, err = exec.CommandContext(ctx, bin, "report", "--kubeconfig", kubeconfig, "--pod", "default/db").CombinedOutput()
+	require.NoError(t, err, "nri-sandbox report: %s", out)
+	t.Logf("nri-sandbox report:\n%s", out)
+	db := parseReport("workload:\n" + string(out))["default/db"]
+	require.NotNil(t, db, "the report is on pod default/db")
+	assert.Regexp(t, `(?m)^placement:\s+exclusive pool, cpus \d+, `, db["db"])
+	assert.Regexp(t, `(?m)^seccomp:\s+filter `, db["db"])
+	out, err = exec.CommandContext(ctx, bin, "report", "--kubeconfig", kubeconfig, "--pod", "default/nope").CombinedOutput()
+	assert.Error(t, err)
+	assert.Contains(t, string(out), `getting pod default/nope: pods "nope" not found`)
+
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case err := <-exited:
@@ -309,28 +515,38 @@ func TestSIGTERMTearsDown(t *testing.T) {
 		t.Fatal("nri-sandbox did not exit after SIGTERM")
 	}
 	assert.Empty(t, sandbox.LeftoversIn(runDir))
+	assert.NoFileExists(t, kubeconfig)
+	assert.NoFileExists(t, kubectl)
 }
 
-// A sandbox whose owner was SIGKILLed leaves shims and containers (the
-// daemons die with their parent); the next sweep removes all of it and puts
-// the sysctls back. It must not share the host with another package's tests
-// (the Makefile runs these packages with -p 1): a sandbox waiting for the host
-// lock would take it at the SIGKILL and sweep first.
+// A sandbox whose owner was SIGKILLed leaves shims, containers and the
+// cluster's network namespace (the daemons die with their parent); the
+// next sweep removes all of it and puts the sysctls back. It must not
+// share the host with another package's tests (the Makefile runs these
+// packages with -p 1): a sandbox waiting for the host lock would take it at
+// the SIGKILL and sweep first.
 func TestSweepAfterSIGKILL(t *testing.T) {
+	parent, bin := t, ""
 	for _, rt := range sandbox.RuntimeNames() {
 		t.Run(rt, func(t *testing.T) {
-			sandbox.RequirePrereqs(t, rt)
+			sandbox.RequireClusterPrereqs(t, rt)
+			if bin == "" {
+				bin = buildCommand(parent) // for every runtime's subtest
+			}
+			log := logrus.New()
+			log.SetOutput(testLogWriter{t})
+			// The host's own values, not those of another sandbox on the
+			// host: SweepStale returns once none is alive.
+			require.NoError(t, sandbox.SweepStale(sandbox.TestContext(t), "/run", log))
 			sysctls := readSysctls(t)
 			hugetlb := hugetlbHierarchy(t)
-			cmd, runDir, exited := startCommand(t, "--runtime", rt)
+			cmd, runDir, exited := startCommand(t, bin, "--runtime", rt)
 			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 			<-exited
 			left := sandbox.LeftoversIn(runDir)
 			assert.NotEmpty(t, left, "a killed owner leaves its containers behind")
 			t.Logf("left by the killed sandbox: %q", left)
 
-			log := logrus.New()
-			log.SetOutput(testLogWriter{t})
 			require.NoError(t, sandbox.SweepStale(sandbox.TestContext(t), "/run", log))
 			assert.Empty(t, sandbox.LeftoversIn(runDir))
 			assert.Equal(t, sysctls, readSysctls(t))

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,174 +13,302 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
 
-// workloadContainer is one running container of the demo workload.
-type workloadContainer struct {
-	pod  *corev1.Pod
-	spec corev1.Container
-	cri  sandbox.Container
+// reporter reads what the plugins did to the containers of a cluster's
+// pods: inside the containers (exec through the API server), in the
+// records the plugins publish in the node's shared state directory, and
+// from the stats plugin (through the API server's proxy). It runs on the
+// node, where the shared directory is.
+type reporter struct {
+	client         kubernetes.Interface
+	config         *rest.Config
+	sharedDir      string
+	suiteNamespace string // where the suite's DaemonSets run
 }
 
-// startWorkload hands the pods to the kubelet one at a time, in order,
-// waiting until every container of a pod runs before the next: placements
-// then do not depend on how the kubelet interleaves the creations, and the
-// report reads the same on every run.
-func startWorkload(ctx context.Context, sb *sandbox.Sandbox, pods []*corev1.Pod) ([]workloadContainer, error) {
-	var workload []workloadContainer
-	for _, pod := range pods {
-		if err := sb.WritePod(pod); err != nil {
-			return nil, err
-		}
-		for _, spec := range pod.Spec.Containers {
-			c, err := sb.WaitContainer(ctx, pod.Name, spec.Name)
-			if err != nil {
-				return nil, err
-			}
-			workload = append(workload, workloadContainer{pod: pod, spec: spec, cri: c})
-		}
+// newReporter reaches the cluster of kubeconfig.
+func newReporter(kubeconfig, sharedDir, suiteNamespace string) (*reporter, error) {
+	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig %s: %w", kubeconfig, err)
 	}
-	return workload, nil
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("making a client of the cluster: %w", err)
+	}
+	return &reporter{client: client, config: config, sharedDir: sharedDir, suiteNamespace: suiteNamespace}, nil
 }
 
-// probe reads one kind of effect an NRI plugin can have on a container,
-// from inside the container where possible. A plugin that brings a new kind
-// of effect adds its probe here, so that `make run` shows it.
+// pod gets a pod of the cluster.
+func (r *reporter) pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	pod, err := r.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("getting pod %s/%s: %w", namespace, name, err)
+	}
+	return pod, nil
+}
+
+// target is one container of a pod, as the report sees it.
+type target struct {
+	pod     *corev1.Pod
+	name    string
+	role    string // "", "init" or "native sidecar"
+	status  corev1.ContainerStatus
+	id      string            // the runtime's container id; "" before it is created
+	inside  map[string]string // /proc/1/status inside, read once (see procStatus)
+	running bool
+}
+
+// probe reads one kind of effect an NRI plugin can have on a container.
+// A plugin that brings a new kind of effect adds its probe here, so that
+// `make run` shows it. Probes that read inside the container or the
+// records of a live one run only while it runs.
 type probe struct {
-	name string
-	read func(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error)
+	name        string
+	runningOnly bool
+	read        func(ctx context.Context, r *reporter, c *target) (string, error)
 }
 
 var probes = []probe{
-	{name: "cgroup", read: cgroupPath},
-	{name: "pid 1", read: pid1Command},
-	{name: "env added", read: envAdded},
-	{name: "cpuset", read: cpusetInside},
-	{name: "placement", read: placement},
-	{name: "devices", read: devices},
-	{name: "seccomp", read: seccompMode},
-	{name: "usage", read: usage},
-	{name: "memory limit", read: memoryLimit},
+	{name: "state", read: containerState},
+	{name: "pid 1", runningOnly: true, read: pid1Command},
+	{name: "cpus", runningOnly: true, read: cpusInside},
+	{name: "placement", runningOnly: true, read: placement},
+	{name: "devices", runningOnly: true, read: devices},
+	{name: "seccomp", runningOnly: true, read: seccompMode},
+	{name: "usage", runningOnly: true, read: usage},
+	{name: "sidecar-order", read: helperLog},
 }
 
-// printReport prints, per container, what every probe reads; a probe that
-// reads nothing (its plugin does not run) prints no line. A probe that fails
-// prints its error: the report is for a person to read.
-func printReport(ctx context.Context, out io.Writer, sb *sandbox.Sandbox, workload []workloadContainer) error {
+// print prints the report on every pod.
+func (r *reporter) print(ctx context.Context, out io.Writer, pods []corev1.Pod) error {
 	fmt.Fprintln(out, "workload:")
-	lastPod := ""
-	for _, c := range workload {
-		if c.cri.Pod != lastPod {
-			fmt.Fprintf(out, "  pod %s/%s\n", c.cri.Namespace, c.cri.Pod)
-			lastPod = c.cri.Pod
+	for i := range pods {
+		if err := r.printPod(ctx, out, &pods[i]); err != nil {
+			return err
 		}
-		fmt.Fprintf(out, "    container %s (%.13s)\n", c.cri.Name, c.cri.ID)
+	}
+	return nil
+}
+
+// printPod prints, per container of pod, what every probe reads; a probe
+// that reads nothing (its plugin does not run, or did nothing) prints no
+// line. A probe that fails prints its error: the report is for a person.
+func (r *reporter) printPod(ctx context.Context, out io.Writer, pod *corev1.Pod) error {
+	fmt.Fprintf(out, "  pod %s/%s (%s)\n", pod.Namespace, pod.Name, r.podSummary(ctx, pod))
+	for _, c := range targets(pod) {
+		fmt.Fprintf(out, "    container %s", c.name)
+		if c.role != "" {
+			fmt.Fprintf(out, " (%s)", c.role)
+		}
+		if c.id != "" {
+			fmt.Fprintf(out, " %.13s", c.id)
+		}
+		fmt.Fprintln(out)
 		for _, p := range probes {
-			value, err := p.read(ctx, sb, c)
+			if p.runningOnly && !c.running {
+				continue
+			}
+			value, err := p.read(ctx, r, c)
 			if err != nil {
 				if ctx.Err() != nil {
-					return fmt.Errorf("reporting on container %s: %w", c.cri.Name, ctx.Err())
+					return fmt.Errorf("reporting on container %s of pod %s/%s: %w", c.name, pod.Namespace, pod.Name, ctx.Err())
 				}
 				value = "error: " + err.Error()
 			}
 			if value == "" {
 				continue
 			}
-			fmt.Fprintf(out, "      %-13s %s\n", p.name+":", value)
+			fmt.Fprintf(out, "      %-15s %s\n", p.name+":", value)
 		}
 	}
 	return nil
 }
 
-// cgroupPath shows where the container's cgroup is, below the kubelet's
-// cgroup root: the QoS class is visible in it.
-func cgroupPath(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
-	info, err := sb.CRI().Inspect(ctx, c.cri.ID)
-	if err != nil {
-		return "", err
+// podSummary is what the API says of the pod as a whole: its owner (with
+// a Job's outcome), QoS class, phase and address.
+func (r *reporter) podSummary(ctx context.Context, pod *corev1.Pod) string {
+	var parts []string
+	for _, ref := range pod.OwnerReferences {
+		owner := ref.Kind + " " + ref.Name
+		if ref.Kind == "Job" {
+			if job, err := r.client.BatchV1().Jobs(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+				if cond := jobCondition(job); cond != "" {
+					owner += ": " + string(cond)
+				}
+			}
+		}
+		parts = append(parts, owner)
 	}
-	return strings.TrimPrefix(info.CgroupsPath, sb.CgroupRoot()+"/"), nil
+	parts = append(parts, string(pod.Status.QOSClass), string(pod.Status.Phase))
+	if why := unschedulable(pod); why != "" {
+		parts = append(parts, "not scheduled: "+why)
+	}
+	if pod.Status.PodIP != "" {
+		parts = append(parts, "IP "+pod.Status.PodIP)
+	}
+	return strings.Join(parts, ", ")
 }
 
-// runtimeEnv are the variables the runtime itself sets when the image does
-// not (HOME from the user's passwd entry, HOSTNAME).
-var runtimeEnv = []string{"HOME", "HOSTNAME"}
-
-// envAdded lists the variables in the container's environment that neither
-// the manifest, the image nor the runtime set: what NRI plugins added.
-func envAdded(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
-	env, err := sb.Environ(ctx, c.cri.ID)
-	if err != nil {
-		return "", err
-	}
-	imageEnv, err := sb.CRI().ImageEnv(ctx, c.spec.Image)
-	if err != nil {
-		return "", err
-	}
-	known := map[string]bool{}
-	for _, name := range runtimeEnv {
-		known[name] = true
-	}
-	for _, e := range c.spec.Env {
-		known[e.Name] = true
-	}
-	for _, kv := range imageEnv {
-		name, _, _ := strings.Cut(kv, "=")
-		known[name] = true
-	}
-	var added []string
-	for name, value := range env {
-		if !known[name] {
-			added = append(added, name+"="+value)
+// unschedulable is the scheduler's message on a pod it could not place
+// (too few CPUs left, say); "" for a scheduled pod.
+func unschedulable(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return strings.TrimSpace(c.Reason + " " + c.Message)
 		}
 	}
-	if len(added) == 0 {
-		return "none", nil
-	}
-	slices.Sort(added)
-	return strings.Join(added, " "), nil
+	return ""
 }
 
-// cpusetInside shows the container's cpuset cgroup and the CPUs its init process
-// may run on.
-func cpusetInside(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
-	cpus, err := sb.ReadCgroup(ctx, c.cri.ID, sandbox.CPUSetCPUs)
+// targets are the pod's containers in start order: init containers (native
+// sidecars among them), then the others.
+func targets(pod *corev1.Pod) []*target {
+	statuses := map[string]corev1.ContainerStatus{}
+	for _, st := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		statuses[st.Name] = st
+	}
+	var out []*target
+	add := func(c corev1.Container, role string) {
+		st := statuses[c.Name]
+		out = append(out, &target{pod: pod, name: c.Name, role: role, status: st,
+			id: containerID(st.ContainerID), running: st.State.Running != nil})
+	}
+	for _, c := range pod.Spec.InitContainers {
+		role := "init"
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			role = "native sidecar"
+		}
+		add(c, role)
+	}
+	for _, c := range pod.Spec.Containers {
+		add(c, "")
+	}
+	return out
+}
+
+// containerID strips the runtime's scheme from a status's container id
+// ("containerd://ID", "cri-o://ID"): the plugins key their records by ID.
+func containerID(statusID string) string {
+	if _, id, found := strings.Cut(statusID, "://"); found {
+		return id
+	}
+	return statusID
+}
+
+// containerState shows the container's state as the kubelet reports it.
+func containerState(_ context.Context, _ *reporter, c *target) (string, error) {
+	return formatState(c.status), nil
+}
+
+// formatState shows a container status's state, exit code and times.
+func formatState(st corev1.ContainerStatus) string {
+	var s string
+	switch {
+	case st.State.Running != nil:
+		s = "running since " + clock(st.State.Running.StartedAt)
+	case st.State.Terminated != nil:
+		t := st.State.Terminated
+		s = fmt.Sprintf("exited %d (%s), ran %s to %s", t.ExitCode, t.Reason, clock(t.StartedAt), clock(t.FinishedAt))
+	case st.State.Waiting != nil:
+		s = strings.TrimSpace("waiting: " + st.State.Waiting.Reason + " " + st.State.Waiting.Message)
+	default:
+		s = "not created yet"
+	}
+	if st.RestartCount > 0 {
+		s += fmt.Sprintf(", %d restarts", st.RestartCount)
+	}
+	return s
+}
+
+func clock(t metav1.Time) string { return t.UTC().Format(time.TimeOnly) }
+
+// exec runs argv in the container through the API server and returns its
+// standard output.
+func (r *reporter) exec(ctx context.Context, c *target, argv ...string) (string, error) {
+	req := r.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.pod.Namespace).Name(c.pod.Name).
+		SubResource("exec").VersionedParams(&corev1.PodExecOptions{Container: c.name, Command: argv, Stdout: true, Stderr: true},
+		scheme.ParameterCodec)
+	executor, err := remotecommand.NewWebSocketExecutor(r.config, "GET", req.URL().String())
+	if err != nil {
+		return "", fmt.Errorf("running %q in container %s: %w", argv, c.name, err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := executor.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
+		return "", fmt.Errorf("running %q in container %s: %w: %s", argv, c.name, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// procStatus returns the fields of /proc/1/status inside the container,
+// read once per report.
+func (r *reporter) procStatus(ctx context.Context, c *target) (map[string]string, error) {
+	if c.inside == nil {
+		raw, err := r.exec(ctx, c, "cat", "/proc/1/status")
+		if err != nil {
+			return nil, err
+		}
+		c.inside = sandbox.ParseProcStatus(raw)
+	}
+	return c.inside, nil
+}
+
+// maxCommandLen keeps a shown command line on one line.
+const maxCommandLen = 90
+
+// pid1Command shows the command line of the container's first process:
+// sidecar-order's helper runs there in a sidecar, and has exec'd the
+// original command in a main.
+func pid1Command(ctx context.Context, r *reporter, c *target) (string, error) {
+	raw, err := r.exec(ctx, c, "cat", "/proc/1/cmdline")
 	if err != nil {
 		return "", err
 	}
-	status, err := sb.ProcStatus(ctx, c.cri.ID)
+	cmd := strings.Join(strings.Split(strings.TrimRight(raw, "\x00"), "\x00"), " ")
+	if len(cmd) > maxCommandLen {
+		cmd = cmd[:maxCommandLen-3] + "..."
+	}
+	return cmd, nil
+}
+
+// cpusInside shows the CPUs and memory nodes the container's first
+// process may use, read inside it.
+func cpusInside(ctx context.Context, r *reporter, c *target) (string, error) {
+	status, err := r.procStatus(ctx, c)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s (Cpus_allowed_list %s, Mems_allowed_list %s)", cpus, status["Cpus_allowed_list"], status["Mems_allowed_list"]), nil
+	return fmt.Sprintf("%s, memory nodes %s (/proc/1/status)", status["Cpus_allowed_list"], status["Mems_allowed_list"]), nil
 }
 
-// memoryLimit shows the container's memory cgroup limit.
-func memoryLimit(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
-	raw, err := sb.ReadCgroup(ctx, c.cri.ID, sandbox.MemoryLimit)
+// seccompModes names the Seccomp field of /proc/PID/status.
+var seccompModes = map[string]string{"0": "disabled", "1": "strict", "2": "filter"}
+
+// seccompMode shows whether the container's process runs under a seccomp
+// filter, read inside it.
+func seccompMode(ctx context.Context, r *reporter, c *target) (string, error) {
+	status, err := r.procStatus(ctx, c)
 	if err != nil {
 		return "", err
 	}
-	return formatMemoryLimit(raw), nil
-}
-
-// formatMemoryLimit shows a cgroup memory limit in MiB; v2's "max" and v1's
-// page-rounded maximum mean no limit.
-func formatMemoryLimit(raw string) string {
-	if raw == "max" {
-		return "unlimited"
+	mode, ok := status["Seccomp"]
+	if !ok {
+		return "", fmt.Errorf("no Seccomp field in /proc/1/status")
 	}
-	n, err := strconv.ParseUint(raw, 10, 64)
-	if err != nil {
-		return raw
+	if name, ok := seccompModes[mode]; ok {
+		return fmt.Sprintf("%s (Seccomp: %s)", name, mode), nil
 	}
-	if n >= 1<<62 {
-		return "unlimited"
-	}
-	return fmt.Sprintf("%d bytes (%.1f MiB)", n, float64(n)/(1<<20))
+	return "Seccomp: " + mode, nil
 }
 
 // placementWait bounds the wait for a placement record: topology-aware
@@ -188,22 +318,22 @@ const placementWait = 5 * time.Second
 // placement shows the pool, CPUs, memory nodes and reason that
 // topology-aware published for the container (a shared container's cpusets
 // are in its pool's record); nothing when topology-aware does not run.
-func placement(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
-	if running, err := pluginRunning(sb, "topology-aware"); err != nil || !running {
+func placement(ctx context.Context, r *reporter, c *target) (string, error) {
+	if running, err := r.pluginRunning("topology-aware"); err != nil || !running {
 		return "", err
 	}
-	placements, err := state.PlacementRecords(sb.SharedDir())
+	placements, err := state.PlacementRecords(r.sharedDir)
 	if err != nil {
 		return "", err
 	}
-	pools, err := state.PoolRecords(sb.SharedDir())
+	pools, err := state.PoolRecords(r.sharedDir)
 	if err != nil {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, placementWait)
 	defer cancel()
 	for {
-		rec, found, err := placements.Read(c.cri.ID)
+		rec, found, err := placements.Read(c.id)
 		if err != nil {
 			return "", err
 		}
@@ -216,7 +346,7 @@ func placement(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (s
 			if err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("%s pool, cpus %s, mems %s (%s)", rec.Pool, cpus, mems, rec.Reason), nil
+			return fmt.Sprintf("%s pool, cpus %s, memory nodes %s (%s)", rec.Pool, cpus, mems, rec.Reason), nil
 		}
 		select {
 		case <-ctx.Done():
@@ -227,9 +357,9 @@ func placement(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (s
 }
 
 // pluginRunning reports whether a plugin named name has published its
-// status (as every plugin's runner does) in the sandbox's shared dir.
-func pluginRunning(sb *sandbox.Sandbox, name string) (bool, error) {
-	statuses, err := state.PluginStatuses(sb.SharedDir())
+// status (as every plugin's runner does) in the shared dir.
+func (r *reporter) pluginRunning(name string) (bool, error) {
+	statuses, err := state.PluginStatuses(r.sharedDir)
 	if err != nil {
 		return false, err
 	}
@@ -247,25 +377,25 @@ func pluginRunning(sb *sandbox.Sandbox, name string) (bool, error) {
 
 // devices shows the devices device-injector published for the container,
 // where they sit, and their health; nothing when it injected none.
-func devices(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
-	records, err := state.ContainerDeviceRecords(sb.SharedDir())
+func devices(_ context.Context, r *reporter, c *target) (string, error) {
+	records, err := state.ContainerDeviceRecords(r.sharedDir)
 	if err != nil {
 		return "", err
 	}
-	rec, found, err := records.Read(c.cri.ID)
+	rec, found, err := records.Read(c.id)
 	if err != nil || !found {
 		return "", err
 	}
-	healthRecords, err := state.ContainerHealthRecords(sb.SharedDir())
+	healthRecords, err := state.ContainerHealthRecords(r.sharedDir)
 	if err != nil {
 		return "", err
 	}
 	health := map[string]state.Health{}
-	if h, found, err := healthRecords.Read(c.cri.ID); err != nil {
+	if h, found, err := healthRecords.Read(c.id); err != nil {
 		return "", err
 	} else if found {
-		for _, r := range h.Resources {
-			health[r.ResourceID] = r.Health
+		for _, res := range h.Resources {
+			health[res.ResourceID] = res.Health
 		}
 	}
 	var shown []string
@@ -281,26 +411,6 @@ func devices(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (str
 		shown = append(shown, fmt.Sprintf("%s at %s (%s, %s)", d.Name, d.Path, numa, h))
 	}
 	return strings.Join(shown, "; "), nil
-}
-
-// seccompModes names the Seccomp field of /proc/PID/status.
-var seccompModes = map[string]string{"0": "disabled", "1": "strict", "2": "filter"}
-
-// seccompMode shows whether the container's process runs under a seccomp
-// filter, read inside it.
-func seccompMode(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
-	status, err := sb.ProcStatus(ctx, c.cri.ID)
-	if err != nil {
-		return "", err
-	}
-	mode, ok := status["Seccomp"]
-	if !ok {
-		return "", fmt.Errorf("no Seccomp field in /proc/1/status")
-	}
-	if name, ok := seccompModes[mode]; ok {
-		return fmt.Sprintf("%s (Seccomp: %s)", name, mode), nil
-	}
-	return "Seccomp: " + mode, nil
 }
 
 // statsReport is the part of the stats plugin's /stats/pods JSON the report
@@ -321,32 +431,29 @@ type statsReport struct {
 	} `json:"pods"`
 }
 
-// statsListening starts the line the stats plugin logs when its own
-// listener (/stats/pods, /metrics/cadvisor) serves.
-const statsListening = "stats endpoints listening"
-
-// usage shows the CPU time and memory working set the stats plugin reports
-// for the container; nothing when the stats plugin does not run.
-func usage(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
-	p := sb.PluginNamed("stats")
-	if p == nil {
-		return "", nil
-	}
-	addr := p.LoggedAddr(statsListening)
-	if addr == "" {
-		return "", fmt.Errorf("the stats plugin has not logged its stats address")
-	}
-	body, err := sandbox.HTTPGet(ctx, "http://"+addr+"/stats/pods")
-	if err != nil {
+// usage shows the CPU time and memory working set the stats plugin on the
+// pod's node reports for the container; nothing when none runs there.
+func usage(ctx context.Context, r *reporter, c *target) (string, error) {
+	stats, port, err := r.statsPod(ctx, c.pod.Spec.NodeName)
+	if err != nil || stats == nil {
 		return "", err
 	}
+	body, err := r.client.CoreV1().Pods(stats.Namespace).ProxyGet("http", stats.Name, port, "/stats/pods", nil).DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("asking the stats plugin (pod %s) for /stats/pods: %w", stats.Name, err)
+	}
+	return formatUsage(body, c.id)
+}
+
+// formatUsage shows a container's usage from a /stats/pods document.
+func formatUsage(body []byte, id string) (string, error) {
 	var report statsReport
 	if err := json.Unmarshal(body, &report); err != nil {
 		return "", fmt.Errorf("decoding /stats/pods: %w", err)
 	}
 	for _, pod := range report.Pods {
 		for _, ctr := range pod.Containers {
-			if ctr.ID != c.cri.ID || ctr.Usage == nil || ctr.Usage.CPU == nil || ctr.Usage.Memory == nil {
+			if ctr.ID != id || ctr.Usage == nil || ctr.Usage.CPU == nil || ctr.Usage.Memory == nil {
 				continue
 			}
 			return fmt.Sprintf("cpu %.3fs, working set %.1f MiB (stats plugin)",
@@ -356,20 +463,63 @@ func usage(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (strin
 	return "not reported by the stats plugin", nil
 }
 
-// maxCommandLen keeps a shown command line on one line.
-const maxCommandLen = 90
-
-// pid1Command shows the command line of the container's first process:
-// sidecar-order's helper runs there in a sidecar, and has exec'd the
-// original command in a main.
-func pid1Command(ctx context.Context, sb *sandbox.Sandbox, c workloadContainer) (string, error) {
-	raw, err := sb.ReadFile(ctx, c.cri.ID, "/proc/1/cmdline")
+// statsPod finds the stats plugin's running pod on node and the port of
+// its stats listener (the chart's container port "stats"); nil without one.
+func (r *reporter) statsPod(ctx context.Context, node string) (*corev1.Pod, string, error) {
+	pods, err := r.client.CoreV1().Pods(r.suiteNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=nri-stats", FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
-		return "", err
+		return nil, "", fmt.Errorf("finding the stats plugin on node %s: %w", node, err)
 	}
-	cmd := strings.Join(strings.Split(strings.TrimRight(raw, "\x00"), "\x00"), " ")
-	if len(cmd) > maxCommandLen {
-		cmd = cmd[:maxCommandLen-3] + "..."
+	for _, pod := range pods.Items {
+		if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range pod.Spec.Containers {
+			for _, port := range c.Ports {
+				if port.Name == "stats" {
+					return &pod, strconv.Itoa(int(port.ContainerPort)), nil
+				}
+			}
+		}
 	}
-	return cmd, nil
+	return nil, "", nil
+}
+
+// maxLogBytes bounds how much of a container's log helperLog reads.
+const maxLogBytes = 1 << 20
+
+// helperLog shows what sidecar-order's helper logged in the container
+// (readiness, and how it stopped a sidecar after the mains); nothing for
+// containers it is not in front of.
+func helperLog(ctx context.Context, r *reporter, c *target) (string, error) {
+	if c.id == "" {
+		return "", nil
+	}
+	limit := int64(maxLogBytes)
+	stream, err := r.client.CoreV1().Pods(c.pod.Namespace).GetLogs(c.pod.Name,
+		&corev1.PodLogOptions{Container: c.name, LimitBytes: &limit}).Stream(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading the log of container %s: %w", c.name, err)
+	}
+	defer stream.Close()
+	lines, err := helperLines(stream, c.name)
+	return strings.Join(lines, "; "), err
+}
+
+// helperLines returns what sidecar-order's helper logged for container,
+// without its prefix.
+func helperLines(log io.Reader, container string) ([]string, error) {
+	prefix := "nri-sidecar-helper: " + container + ": "
+	var lines []string
+	scanner := bufio.NewScanner(log)
+	for scanner.Scan() {
+		if line, ok := strings.CutPrefix(scanner.Text(), prefix); ok {
+			lines = append(lines, line)
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return lines, fmt.Errorf("reading the log of container %s: %w", container, err)
+	}
+	return lines, nil
 }
