@@ -142,18 +142,28 @@ func whileCreatingPods(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, r
 }
 
 // checkRolledPods checks each pod created during the roll: its container
-// runs with the device and a placement, and, if it was refused on the way,
-// every refusal named a plugin's reason.
+// runs in the end and, if it was refused on the way, every refusal named a
+// plugin's reason. Without its device it was left unhandled. On containerd,
+// security's rule annotated-plugins refuses such a pod while
+// device-injector is away, but NRI still counts a plugin as there during
+// the first request after its connection closed (containerd/nri#316), so
+// one creation per departure of device-injector can pass without it: the
+// upgrade replaces device-injector once, so at most one pod may miss its
+// device. CRI-O v1.34's NRI validates nothing, so there nothing refuses
+// them, and the pods are only counted.
 func checkRolledPods(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, names []string) {
-	refused := 0
+	refused, unhandled := 0, []string{}
 	for _, name := range names {
 		c, err := sb.WaitContainer(ctx, name, "main")
 		if !assert.NoError(t, err, "pod %s created during the roll runs in the end", name) {
 			continue
 		}
-		_, err = sb.CRI().Exec(ctx, c.ID, "test", "-c", "/dev/deploy-null")
-		assert.NoError(t, err, "pod %s created during the roll has its device", name)
-		assert.NotEmpty(t, placedCPUs(ctx, t, c.ID), "pod %s created during the roll is placed", name)
+		if _, err := sb.CRI().Exec(ctx, c.ID, "test", "-c", "/dev/deploy-null"); err != nil {
+			unhandled = append(unhandled, name)
+		}
+		if sb.Runtime().Name() == "containerd" {
+			assert.NotEmpty(t, placedCPUs(ctx, t, c.ID), "pod %s created during the roll is placed", name)
+		}
 		events, err := sb.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.name=" + name + ",reason=Failed"})
 		require.NoError(t, err)
@@ -163,7 +173,10 @@ func checkRolledPods(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, nam
 			assert.Regexp(t, `NRI|plugin`, e.Message, "a refusal names the plugin's reason")
 		}
 	}
-	t.Logf("%d pods created during the roll, %d refusals on the way", len(names), refused)
+	t.Logf("%d pods created during the roll, %d refusals on the way, created without the device: %v", len(names), refused, unhandled)
+	if sb.Runtime().Name() == "containerd" {
+		assert.LessOrEqual(t, len(unhandled), 1, "pods created without their device while device-injector rolled: %v", unhandled)
+	}
 	for _, name := range names {
 		require.NoError(t, sb.RemovePod(ctx, name))
 	}
