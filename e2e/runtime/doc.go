@@ -1,9 +1,12 @@
-// Package runtime runs a real Kubernetes node without an API server, for
-// end-to-end tests of NRI plugins: a container runtime (containerd or CRI-O)
-// with runc, NRI and CDI on private sockets and directories, and a
-// standalone kubelet that runs static pods from a manifest directory. Tests
-// that make pods through raw CRI run without the kubelet (Options.NoKubelet):
-// a kubelet stops every pod it did not create.
+// Package runtime runs a real Kubernetes node for end-to-end tests of NRI
+// plugins: a container runtime (containerd or CRI-O) with runc, NRI and CDI
+// on private sockets and directories, and a standalone kubelet that runs
+// static pods from a manifest directory. Tests that make pods through raw
+// CRI run without the kubelet (Options.NoKubelet): a kubelet stops every pod
+// it did not create. With Options.Cluster the node joins a control plane of
+// its own (etcd, kube-apiserver, kube-controller-manager, kube-scheduler;
+// cluster.go, controlplane.go) and everything runs in a network namespace
+// the sandbox creates (package netns), with certificates from package pki.
 //
 // External plugins (Sandbox.StartPlugin) each get a directory in the run dir,
 // <run dir>/plugins/<idx>-<name>, for their log, their configuration and,
