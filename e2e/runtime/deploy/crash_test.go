@@ -32,9 +32,10 @@ const (
 )
 
 // pluginCrash runs loadPods small pods, and then kills every plugin in
-// turn, in NRI order, twice: its process with SIGKILL, as a crash (the
-// kubelet restarts the container in its pod), and its pod through the API,
-// as an eviction or a node drain would (the DaemonSet makes a new pod).
+// turn, in NRI order, in each of killModes: its process with SIGKILL, as a
+// crash (the kubelet restarts the container in its pod), and its pod
+// through the API, as an eviction or a node drain would (the DaemonSet
+// makes a new pod).
 // Each time the plugin must come back, register and synchronize (a newer
 // Synchronize in its published status, its pod Ready), and no running
 // container may move or lose anything: every container's runtime id and
@@ -67,10 +68,7 @@ func pluginCrash(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 
 	for _, name := range pluginsInOrder() {
 		t.Run(name, func(t *testing.T) {
-			for _, kill := range []struct {
-				how  string
-				kill func(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, name string)
-			}{{"SIGKILL", killPluginProcess}, {"pod deleted", deletePluginPod}} {
+			for _, kill := range killModes(sb) {
 				t.Run(kill.how, func(t *testing.T) {
 					last := lastSynchronize(t, name)
 					killed := time.Now()
@@ -95,6 +93,25 @@ func pluginCrash(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		}
 	}
 	t.Logf("the whole scenario took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// killMode is one way a plugin's process goes.
+type killMode struct {
+	how  string
+	kill func(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, name string)
+}
+
+// killModes are the ways the crash scenario kills each plugin on sb's
+// runtime: both on the first runtime; on the others only SIGKILL, since
+// how the plugin comes back (the kubelet restarting its container, or the
+// DaemonSet making a new pod) does not depend on the runtime, and what
+// does (NRI's reconnection and Synchronize) either way exercises.
+func killModes(sb *sandbox.Sandbox) []killMode {
+	modes := []killMode{{"SIGKILL", killPluginProcess}, {"pod deleted", deletePluginPod}}
+	if sb.Runtime().Name() != sandbox.RuntimeNames()[0] {
+		return modes[:1]
+	}
+	return modes
 }
 
 // startLoad creates the load's pods.

@@ -55,13 +55,27 @@ func TestListenDial(t *testing.T) {
 	require.NoError(t, err)
 	serveHTTP(t, ln)
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	// The port is free on the host: binding it there proves nothing of the
-	// host's listens on it, so a refusal below is the namespace's doing.
+	// The same port is free on the host's loopback, and the host's own
+	// server there answers the host: the namespace's listener is not on it.
+	// (The host's server stays open while it is asked: a closed port could
+	// be taken at once by any other test listening on port 0.)
 	hostLn, err := net.Listen("tcp", "127.0.0.1:"+port)
 	require.NoError(t, err, "the namespace's listener is on the host's loopback")
-	require.NoError(t, hostLn.Close())
-	_, err = (&net.Dialer{}).DialContext(ctx, "tcp", "127.0.0.1:"+port)
-	assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "dial from the host: %v", err)
+	hostSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "host")
+	})}
+	go func() { _ = hostSrv.Serve(hostLn) }()
+	defer hostSrv.Close()
+	hostClient := &http.Client{Transport: &http.Transport{}}
+	defer hostClient.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+port+"/", nil)
+	require.NoError(t, err)
+	resp, err := hostClient.Do(req)
+	require.NoError(t, err, "dial from the host")
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "host", string(body), "the host's loopback reached the namespace's server")
 
 	_, err = ns.Dial(ctx, "tcp", "127.0.0.1:1")
 	assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "dial inside to a closed port: %v", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -286,40 +285,15 @@ var (
 	placementLine = regexp.MustCompile(`(?m)^placement:\s+(\w+) pool, cpus (\S+), memory nodes (\S+) \(.+\)$`)
 )
 
-// `make run --once`: the suite installed with the chart, the demo applied
-// through the API, and the report shows each plugin's effect on the demo's
-// pods: the demo device device-injector gave the app; sidecar-order's
-// helper in front of web's sidecar and, in the Job, the native sidecar
-// stopped by its helper after the main, so that the Job completed; the
-// placements topology-aware published, matching the CPUs inside, with the
-// Guaranteed pod's CPU its own; the seccomp filter security applied; the
-// usage the stats plugin reports. Nothing is left after, not even in the
-// host's shared state.
-func TestRunOnce(t *testing.T) {
-	sandbox.RequireClusterPrereqs(t, "containerd")
-	_, err := os.Stat(state.DefaultDir)
-	sharedDirExisted := err == nil
-	access := t.TempDir()
-	var out bytes.Buffer
-	err = run(sandbox.TestContext(t), options{
-		runtime: "containerd", baseDir: "/run", images: imagesDir(t), chart: filepath.Join(repoRoot, suite.ChartDir),
-		workload: "../../testdata/demo", kubeconfigLink: filepath.Join(access, "kubeconfig"), kubectlScript: filepath.Join(access, "kubectl"),
-		once: true, waitTimeout: 8 * time.Minute, logLevel: "info",
-	}, &out)
-	t.Log(out.String())
-	require.NoError(t, err)
-
-	report := out.String()
-	m := runDirLine.FindStringSubmatch(report)
-	require.NotNil(t, m, "the report names the run dir")
-	assert.Empty(t, sandbox.LeftoversIn(m[1]))
-	if !sharedDirExisted {
-		assert.NoDirExists(t, state.DefaultDir, "the plugins' shared state goes with the sandbox")
-	}
-	assert.NoFileExists(t, filepath.Join(access, "kubeconfig"), "the kubeconfig link goes with the cluster")
-	assert.NoFileExists(t, filepath.Join(access, "kubectl"), "the kubectl script goes with the cluster")
-	assert.Contains(t, report, "kubectl     "+filepath.Join(access, "kubectl")+" get pods -A", "the usage names the kubectl script")
-
+// checkReport checks what the report of `make run` says of each plugin's
+// effect on the demo's pods: the demo device device-injector gave the app;
+// sidecar-order's helper in front of web's sidecar and, in the Job, the
+// native sidecar stopped by its helper after the main, so that the Job
+// completed; the placements topology-aware published, matching the CPUs
+// inside, with the Guaranteed pod's CPU its own; the seccomp filter
+// security applied; the usage the stats plugin reports.
+func checkReport(t *testing.T, report string) {
+	t.Helper()
 	pods := parseReport(report)
 	web, db, batch := podNamed(t, pods, "default/web-"), podNamed(t, pods, "default/db"), podNamed(t, pods, "default/batch-")
 	assert.Contains(t, web[""], "Burstable, Running")
@@ -428,17 +402,17 @@ func buildCommand(t *testing.T) string {
 }
 
 // startCommand starts nri-sandbox with args and returns once it serves,
-// with its run dir.
-func startCommand(t *testing.T, bin string, args ...string) (*exec.Cmd, string, <-chan error) {
+// with its run dir and what it printed until then (the report).
+func startCommand(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, runDir, printed string, exited <-chan error) {
 	t.Helper()
 	ctx := sandbox.TestContext(t)
-	cmd := exec.Command(bin, append([]string{"--images", imagesDir(t), "--chart", filepath.Join(repoRoot, suite.ChartDir),
+	cmd = exec.Command(bin, append([]string{"--images", imagesDir(t), "--chart", filepath.Join(repoRoot, suite.ChartDir),
 		"--workload", "../../testdata/demo", "--wait", "8m"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = testLogWriter{t}
 	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
+	done := make(chan error, 1)
 	lines := make(chan string)
 	go func() {
 		scanner := bufio.NewScanner(stdout)
@@ -446,14 +420,15 @@ func startCommand(t *testing.T, bin string, args ...string) (*exec.Cmd, string, 
 			lines <- scanner.Text()
 		}
 		close(lines)
-		exited <- cmd.Wait()
+		done <- cmd.Wait()
 	}()
-	runDir := ""
+	var out strings.Builder
 	for {
 		select {
 		case line, ok := <-lines:
 			require.True(t, ok, "nri-sandbox ended before serving")
 			t.Log(line)
+			out.WriteString(line + "\n")
 			if m := runDirLine.FindStringSubmatch(line); m != nil {
 				runDir = m[1]
 			}
@@ -463,7 +438,7 @@ func startCommand(t *testing.T, bin string, args ...string) (*exec.Cmd, string, 
 					for range lines { // keep draining until the command ends
 					}
 				}()
-				return cmd, runDir, exited
+				return cmd, runDir, out.String(), done
 			}
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
@@ -479,17 +454,24 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// While `make run` serves, the kubectl script it wrote reaches the cluster
-// from the host, and `nri-sandbox report` reports on one pod; SIGTERM then
-// ends it with a clean teardown and exit status 0, the script and the
-// kubeconfig link gone with the cluster.
+// `make run`: the suite installed with the chart, the demo applied through
+// the API, and a report of each plugin's effect on the demo's pods
+// (checkReport). While it serves, the kubectl script it wrote reaches the
+// cluster from the host, and `nri-sandbox report` reports on one pod;
+// SIGTERM then ends it with a clean teardown and exit status 0: nothing is
+// left, not even in the host's shared state, and the script and the
+// kubeconfig link are gone with the cluster.
 func TestServe(t *testing.T) {
 	sandbox.RequireClusterPrereqs(t, "containerd")
+	_, err := os.Stat(state.DefaultDir)
+	sharedDirExisted := err == nil
 	bin := buildCommand(t)
 	access := t.TempDir()
 	kubeconfig, kubectl := filepath.Join(access, "kubeconfig"), filepath.Join(access, "kubectl")
-	cmd, runDir, exited := startCommand(t, bin, "--kubeconfig-link", kubeconfig, "--kubectl-script", kubectl)
+	cmd, runDir, report, exited := startCommand(t, bin, "--kubeconfig-link", kubeconfig, "--kubectl-script", kubectl)
 	require.NotEmpty(t, sandbox.LeftoversIn(runDir), "the serving sandbox is seen")
+	assert.Contains(t, report, "kubectl     "+kubectl+" get pods -A", "the usage names the kubectl script")
+	checkReport(t, report)
 
 	ctx := sandbox.TestContext(t)
 	out, err := exec.CommandContext(ctx, kubectl, "get", "pod", "db", "-o", "jsonpath={.status.phase}").CombinedOutput()
@@ -515,8 +497,11 @@ func TestServe(t *testing.T) {
 		t.Fatal("nri-sandbox did not exit after SIGTERM")
 	}
 	assert.Empty(t, sandbox.LeftoversIn(runDir))
-	assert.NoFileExists(t, kubeconfig)
-	assert.NoFileExists(t, kubectl)
+	if !sharedDirExisted {
+		assert.NoDirExists(t, state.DefaultDir, "the plugins' shared state goes with the sandbox")
+	}
+	assert.NoFileExists(t, kubeconfig, "the kubeconfig link goes with the cluster")
+	assert.NoFileExists(t, kubectl, "the kubectl script goes with the cluster")
 }
 
 // A sandbox whose owner was SIGKILLed leaves shims, containers and the
@@ -540,7 +525,7 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 			require.NoError(t, sandbox.SweepStale(sandbox.TestContext(t), "/run", log))
 			sysctls := readSysctls(t)
 			hugetlb := hugetlbHierarchy(t)
-			cmd, runDir, exited := startCommand(t, bin, "--runtime", rt)
+			cmd, runDir, _, exited := startCommand(t, bin, "--runtime", rt)
 			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 			<-exited
 			left := sandbox.LeftoversIn(runDir)
