@@ -94,6 +94,8 @@ type clusterScenario struct {
 // clusterScenarios run in this order after the deploy scenario.
 var clusterScenarios = []clusterScenario{
 	{"refusals", false, refusals},
+	{"in-place resize", false, resize},
+	{"jobs with sidecars", false, jobs},
 	{"bad values", true, badValues},
 	{"bad config", true, badConfig},
 	{"API server restart", true, apiServerRestart},

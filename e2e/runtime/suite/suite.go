@@ -13,9 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,7 +83,7 @@ type paths struct {
 // values are the chart values for a sandbox: its paths in place of the
 // host's, the local images only (there is no registry), and security's
 // validator allowing sidecar-order's mounts where they are.
-func values(p paths) map[string]any {
+func values(p paths, plugins []string) map[string]any {
 	values := map[string]any{
 		"image":       map[string]any{"pullPolicy": "Never"},
 		"nri":         map[string]any{"socketDir": p.nriSocketDir},
@@ -95,6 +97,18 @@ func values(p paths) map[string]any {
 				}},
 			}}},
 		},
+	}
+	// The sandbox's node has 2 CPUs: the plugins request none, so that a
+	// pod may ask for all of them and topology-aware, not the kubelet's
+	// accounting, decides what fits (the resize scenario's refusal).
+	settings := values["plugins"].(map[string]any)
+	for _, name := range plugins {
+		plugin, _ := settings[name].(map[string]any)
+		if plugin == nil {
+			plugin = map[string]any{}
+			settings[name] = plugin
+		}
+		plugin["resources"] = map[string]any{"requests": map[string]any{"cpu": "0"}}
 	}
 	if p.noPriorityClass {
 		values["priorityClassName"] = ""
@@ -119,7 +133,11 @@ func sandboxPaths(sb *sandbox.Sandbox) paths {
 // the sandbox's values (written to values.yaml in its run dir) and returns
 // every DaemonSet of the release once all are Ready.
 func Install(ctx context.Context, sb *sandbox.Sandbox, chartDir string) ([]appsv1.DaemonSet, error) {
-	data, err := yaml.Marshal(values(sandboxPaths(sb)))
+	plugins, err := chartPlugins(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	data, err := yaml.Marshal(values(sandboxPaths(sb), plugins))
 	if err != nil {
 		return nil, fmt.Errorf("encoding the chart values: %w", err)
 	}
@@ -131,6 +149,25 @@ func Install(ctx context.Context, sb *sandbox.Sandbox, chartDir string) ([]appsv
 		return nil, fmt.Errorf("installing the chart %s: %w", chartDir, err)
 	}
 	return waitDaemonSets(ctx, sb.Client(), Release)
+}
+
+// chartPlugins are the plugins the chart at chartDir has values for.
+func chartPlugins(chartDir string) ([]string, error) {
+	file := filepath.Join(chartDir, "values.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading the chart's plugins: %w", err)
+	}
+	var v struct {
+		Plugins map[string]any `json:"plugins"`
+	}
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("reading the chart's plugins from %s: %w", file, err)
+	}
+	if len(v.Plugins) == 0 {
+		return nil, fmt.Errorf("reading the chart's plugins: %s has none", file)
+	}
+	return slices.Sorted(maps.Keys(v.Plugins)), nil
 }
 
 // waitDaemonSets waits until namespace has DaemonSets and every one is

@@ -10,27 +10,36 @@ import (
 )
 
 // The values point the chart at the sandbox's paths, never pull, and allow
-// sidecar-order's mounts where the helper is; the priority class is left
-// out only where the runtime cannot run it.
+// sidecar-order's mounts where the helper is, and the plugins request no
+// CPU of the small node; the priority class is left out only where the
+// runtime cannot run it.
 func TestValues(t *testing.T) {
 	p := paths{nriSocketDir: "/sb/nri", cdiSpecDirs: []string{"/sb/cdi", "/sb/cdi-run"}, helperDir: "/sb/helper"}
-	data, err := yaml.Marshal(values(p))
+	plugins, err := chartPlugins("../../../" + ChartDir)
+	assert.NoError(t, err)
+	assert.Equal(t, []string{"device-injector", "security", "sidecar-order", "stats", "topology-aware"}, plugins)
+	data, err := yaml.Marshal(values(p, []string{"security", "sidecar-order", "stats"}))
 	assert.NoError(t, err)
 	assert.YAMLEq(t, `
 image: {pullPolicy: Never}
 nri: {socketDir: /sb/nri}
 cdiSpecDirs: [/sb/cdi, /sb/cdi-run]
 plugins:
-  sidecar-order: {helperDir: /sb/helper}
+  sidecar-order:
+    helperDir: /sb/helper
+    resources: {requests: {cpu: "0"}}
   security:
     config:
       validator:
         mounts:
           plugins: {20-sidecar-order: [/sb/helper/nri-sidecar-helper, "/run/nri-suite/sidecar-order/*"]}
+    resources: {requests: {cpu: "0"}}
+  stats:
+    resources: {requests: {cpu: "0"}}
 `, string(data))
 
 	p.noPriorityClass = true
-	assert.Equal(t, "", values(p)["priorityClassName"])
+	assert.Equal(t, "", values(p, nil)["priorityClassName"])
 }
 
 func TestDaemonSetReady(t *testing.T) {
