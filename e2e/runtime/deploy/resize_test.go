@@ -28,7 +28,8 @@ const resizeNamespace = "resize"
 //   - 1 to 2 CPUs: the kubelet admits it (the sandbox's plugins request no
 //     CPU), but it would leave the shared pool empty, so topology-aware
 //     refuses it: the pod shows PodResizeInProgress with reason Error and
-//     the plugin's reason, and keeps its CPU;
+//     the plugin's reason, as does its ResizeError event, and it keeps its
+//     CPU;
 //   - back to 1 CPU: the condition goes, the CPU is the same;
 //   - memory 64Mi to 128Mi and back (restartPolicy NotRequired, the
 //     kubelet's rule: a decrease is applied when the usage is below the new
@@ -84,6 +85,8 @@ func resize(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		t.Logf("the user sees: %s %s: %s (generation %d)", why.Type, why.Reason, why.Message, pending)
 		assert.Contains(t, why.Message, "topology-aware", "the condition names the plugin")
 		assert.Contains(t, why.Message, "shared pool", "the condition says why")
+		// And the kubelet's ResizeError event, which kubectl describe shows.
+		requireEvent(ctx, t, sb, resizeNamespace, pod.Name, "ResizeError", "topology-aware", "shared pool")
 		assert.Equal(t, exclusive, cpusInside(ctx, t, sb, pod.Name), "the refused resize leaves the grant intact")
 		assert.Equal(t, all.Difference(exclusive), cpusInside(ctx, t, sb, neighbour.Name), "and the neighbour where it was")
 		resizeTo(ctx, t, sb, pod.Name, guaranteed("1", "64Mi"))
