@@ -38,13 +38,19 @@ func WithFlags(add func(*flag.FlagSet)) Option {
 
 // Main runs the plugin of the given kind as the process: it parses os.Args, runs until
 // SIGTERM or SIGINT and exits 0 after a clean stop, 1 on an error, 2 on bad usage.
-// `nri-<plugin> probe URL` asks a running plugin's /readyz instead (see probe).
+// `nri-<plugin> probe URL` asks a running plugin's /readyz instead (see probe), and
+// `nri-<plugin> uninstall ...` deletes the chart's DaemonSets (see uninstall).
 func Main(plugin string, factory Factory, opts ...Option) {
 	if len(os.Args) > 1 && os.Args[1] == "probe" {
 		os.Exit(probe(os.Args[2:], os.Stdout))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := runMain(ctx, plugin, factory, os.Args[1:], logOutput(os.Stderr, PreRegisteredLogDir), opts...)
+	var code int
+	if len(os.Args) > 1 && os.Args[1] == "uninstall" {
+		code = uninstall(ctx, os.Args[2:], os.Stdout)
+	} else {
+		code = runMain(ctx, plugin, factory, os.Args[1:], logOutput(os.Stderr, PreRegisteredLogDir), opts...)
+	}
 	stop()
 	os.Exit(code)
 }

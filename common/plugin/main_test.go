@@ -46,6 +46,8 @@ func TestRunMain(t *testing.T) {
 		{name: "shared dir /", args: []string{"--shared-dir=/"}, wantCode: 1, wantErr: `--shared-dir: "/" is a system directory`},
 		{name: "shared dir /run", args: []string{"--shared-dir=/run"}, wantCode: 1, wantErr: `--shared-dir: "/run" is a system directory: expected a file or directory of the plugin's own, such as /run/nri-suite`},
 		{name: "unclean shared dir", args: []string{"--shared-dir=/run/nri-suite/"}, wantCode: 1, wantErr: `--shared-dir: "/run/nri-suite/": expected a clean absolute path, such as /run/nri-suite`},
+		{name: "bad DaemonSet", args: []string{"--daemonset=nri-suite-stats"}, wantCode: 1,
+			wantErr: `--daemonset: DaemonSet "nri-suite-stats": want namespace/name`},
 		{name: "busy HTTP address", args: []string{socket, "--http-addr=" + busy.Addr().String()}, wantCode: 1, wantErr: "listen on --http-addr"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

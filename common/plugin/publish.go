@@ -91,6 +91,17 @@ func (p *statusPublisher) remove() {
 	}
 }
 
+// prune removes the status records' directory when no plugin's record is
+// left in it.
+func (p *statusPublisher) prune() {
+	if p == nil {
+		return
+	}
+	if err := p.records.Prune(); err != nil {
+		p.log.WithError(err).Warn("could not remove the empty status directory from the shared state")
+	}
+}
+
 // notNewer tells whether this process may replace rec: rec was not published by a
 // process that started after this one.
 func (p *statusPublisher) notNewer(rec state.PluginStatus) bool {

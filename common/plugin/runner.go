@@ -18,6 +18,10 @@
 // nor because their --config file is bad: they wait, not ready, /readyz saying why,
 // until it is fixed. `nri-<plugin> probe URL` prints a /readyz answer, for an exec
 // probe whose output the kubelet puts into the pod's events.
+// In a cluster, --daemonset names the DaemonSet that runs the plugin: stopped on a
+// signal while it is being deleted (helm uninstall), the plugin removes its node state
+// (NodeStateRemover, leave.go); `nri-<plugin> uninstall` is the chart's pre-delete hook
+// that deletes the DaemonSets so (uninstall.go).
 // Pre-registered plugins (NRI_PLUGIN_SOCKET set: the runtime launched the binary from
 // its plugin directory, connected on a file descriptor) cannot reconnect: the runtime
 // kills them when it stops and launches a fresh instance when it starts, so when the
@@ -108,6 +112,9 @@ type Runner struct {
 	// configErr is why the --config file could not be applied at start; Run then
 	// waits for a version of the file that applies (waitForConfig).
 	configErr error
+	// leaving asks, at a stop on a signal, whether the plugin leaves the node for
+	// good (leaveNode); nil without --daemonset.
+	leaving leavingFunc
 
 	mu       sync.Mutex
 	httpAddr string
@@ -166,6 +173,9 @@ func New(s Settings, factory Factory) (*Runner, error) {
 		return nil, fmt.Errorf("--shared-dir %s: %w", r.settings.SharedDir, err)
 	}
 	r.status.observe = r.publisher.publish
+	if r.settings.DaemonSet != "" {
+		r.leaving = daemonSetLeaving(r.settings.DaemonSet)
+	}
 	return r, nil
 }
 
@@ -263,6 +273,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	httpErr := stopHTTP()
 	r.publisher.remove()
+	if ctx.Err() != nil {
+		r.leaveNode()
+	}
 	r.log.Info("stopped")
 	return errors.Join(serveErr, closeErr, httpErr)
 }

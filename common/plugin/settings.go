@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-suite/nri-suite/common/incluster"
 	"github.com/nri-suite/nri-suite/common/state"
 )
 
@@ -36,6 +37,10 @@ type Settings struct {
 	// SharedDir is the node-local shared state directory where the plugin's status and
 	// the plugin's own records are published; empty disables (--shared-dir).
 	SharedDir string
+	// DaemonSet is "namespace/name" of the DaemonSet that runs the plugin in a
+	// cluster (--daemonset): stopped while it is being deleted, the plugin removes its
+	// node state (see NodeStateRemover); empty, it never asks.
+	DaemonSet string
 	// LogOutput receives the logs; nil means stderr.
 	LogOutput io.Writer
 }
@@ -62,6 +67,7 @@ func (s *Settings) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.LogFormat, "log-format", s.LogFormat, "log format: text or json")
 	fs.StringVar(&s.HTTPAddr, "http-addr", s.HTTPAddr, "address of /metrics, /healthz and /readyz; empty disables")
 	fs.StringVar(&s.SharedDir, "shared-dir", s.SharedDir, "node-local state shared between the suite's plugins; empty disables")
+	fs.StringVar(&s.DaemonSet, "daemonset", s.DaemonSet, "namespace/name of the DaemonSet running the plugin: stopped while it is deleted (uninstall), the plugin removes its node state; empty never asks")
 }
 
 // metricsNamespaceRE matches what Prometheus accepts in a metric name prefix.
@@ -86,6 +92,11 @@ func (s *Settings) validate(preRegistered bool) error {
 	}
 	if err := s.checkPaths(); err != nil {
 		return err
+	}
+	if s.DaemonSet != "" {
+		if _, err := incluster.ParseDaemonSetRef(s.DaemonSet); err != nil {
+			return fmt.Errorf("--daemonset: %w", err)
+		}
 	}
 	if preRegistered {
 		// The runtime chose name and index from the file name; flags do not apply.

@@ -236,6 +236,19 @@ func (c *Checkpoint[T]) Remove() error {
 	return nil
 }
 
+// RemoveAll is Remove, and then the checkpoint's directory with its
+// writers' lock when nothing else is left in it: a plugin leaving the node
+// for good takes its state with it.
+func (c *Checkpoint[T]) RemoveAll() error {
+	if err := c.Remove(); err != nil {
+		return err
+	}
+	if err := pruneDir(filepath.Dir(c.path)); err != nil {
+		return fmt.Errorf("removing checkpoint %s: %w", c.path, err)
+	}
+	return nil
+}
+
 // moveAside keeps the bad file for inspection under a name that no later Save
 // or Load touches.
 func (c *Checkpoint[T]) moveAside(reason error) error {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/nri-suite/nri-suite/common/fsread"
 )
@@ -198,4 +199,64 @@ func (r *Records[T]) RemoveIf(key string, may func(current T) bool) (bool, error
 		return false, fmt.Errorf("removing %s record %s: %w", r.kind, key, err)
 	}
 	return removed, nil
+}
+
+// RemoveAll removes every record of the kind and then its directory
+// (Prune), as the kind's publisher does when it leaves the node for good.
+// A file in a record's place that this package did not write stays, and
+// the error names it.
+func (r *Records[T]) RemoveAll() error {
+	keys, err := r.Keys()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, key := range keys {
+		errs = append(errs, r.Remove(key))
+	}
+	errs = append(errs, r.Prune())
+	return errors.Join(errs...)
+}
+
+// Prune removes the kind's directory, with its writers' lock, when no
+// other file is left in it; otherwise it leaves it as it is.
+func (r *Records[T]) Prune() error {
+	if err := pruneDir(r.dir); err != nil {
+		return fmt.Errorf("pruning %s records: %w", r.kind, err)
+	}
+	return nil
+}
+
+// pruneDir removes dir and its writers' lock when nothing else is in it.
+func pruneDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != lockName {
+			return nil
+		}
+	}
+	if err := removeIfExists(filepath.Join(dir, lockName)); err != nil {
+		return err
+	}
+	return RemoveDirIfEmpty(dir)
+}
+
+// RemoveDirIfEmpty removes dir if it is an empty directory. One that is
+// absent, holds something (another plugin's records, written meanwhile) or
+// is a mount point (a plugin's container mounts the shared directory) is
+// left as it is without an error.
+func RemoveDirIfEmpty(dir string) error {
+	// rmdir(2), not os.Remove: a file in dir's place must stay.
+	err := syscall.Rmdir(dir)
+	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) ||
+		errors.Is(err, syscall.EBUSY) {
+		return nil
+	}
+	return fmt.Errorf("removing directory %s: %w", dir, err)
 }

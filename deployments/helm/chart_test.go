@@ -24,7 +24,9 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
@@ -43,11 +45,15 @@ const (
 
 // rendered is what the chart produced, decoded.
 type rendered struct {
-	daemonSets map[string]*appsv1.DaemonSet // by plugin
-	configMaps map[string]*corev1.ConfigMap // by plugin
-	policies   []*admissionv1.ValidatingAdmissionPolicy
-	bindings   []*admissionv1.ValidatingAdmissionPolicyBinding
-	text       string // the documents, in file and then document order
+	daemonSets      map[string]*appsv1.DaemonSet // by plugin
+	configMaps      map[string]*corev1.ConfigMap // by plugin
+	policies        []*admissionv1.ValidatingAdmissionPolicy
+	bindings        []*admissionv1.ValidatingAdmissionPolicyBinding
+	serviceAccounts map[string]*corev1.ServiceAccount // by object name
+	roles           map[string]*rbacv1.Role
+	roleBindings    map[string]*rbacv1.RoleBinding
+	jobs            map[string]*batchv1.Job
+	text            string // the documents, in file and then document order
 }
 
 // kubeVersion is the cluster's version the chart is rendered for: the
@@ -87,7 +93,9 @@ func renderFor(t *testing.T, version string, values map[string]any) (*rendered, 
 			}
 		}
 	})
-	r := &rendered{daemonSets: map[string]*appsv1.DaemonSet{}, configMaps: map[string]*corev1.ConfigMap{}}
+	r := &rendered{daemonSets: map[string]*appsv1.DaemonSet{}, configMaps: map[string]*corev1.ConfigMap{},
+		serviceAccounts: map[string]*corev1.ServiceAccount{}, roles: map[string]*rbacv1.Role{},
+		roleBindings: map[string]*rbacv1.RoleBinding{}, jobs: map[string]*batchv1.Job{}}
 	var text strings.Builder
 	for _, name := range names {
 		if !strings.HasSuffix(name, ".yaml") {
@@ -154,9 +162,30 @@ func (r *rendered) decode(doc string) error {
 			return err
 		}
 		r.bindings = append(r.bindings, b)
+	case "/v1, Kind=ServiceAccount":
+		return decodeNamed(doc, r.serviceAccounts)
+	case "rbac.authorization.k8s.io/v1, Kind=Role":
+		return decodeNamed(doc, r.roles)
+	case "rbac.authorization.k8s.io/v1, Kind=RoleBinding":
+		return decodeNamed(doc, r.roleBindings)
+	case "batch/v1, Kind=Job":
+		return decodeNamed(doc, r.jobs)
 	default:
 		return fmt.Errorf("unexpected object %s", meta.GroupVersionKind())
 	}
+	return nil
+}
+
+// decodeNamed decodes doc strictly into a new T, kept in into by name.
+func decodeNamed[T any, PT interface {
+	*T
+	GetName() string
+}](doc string, into map[string]PT) error {
+	obj := PT(new(T))
+	if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+		return err
+	}
+	into[obj.GetName()] = obj
 	return nil
 }
 
@@ -181,10 +210,11 @@ func defaultNeeds() map[string]pluginNeeds {
 	writable := []string{"/var/run/nri", "/run/nri-suite"}
 	return map[string]pluginNeeds{
 		"device-injector": {hostPaths: common(map[string]string{"/host/sys": "/sys", "/dev": "/dev", "/etc/cdi": "/etc/cdi", "/var/run/cdi": "/var/run/cdi"}), writable: writable},
-		"sidecar-order":   {hostPaths: common(map[string]string{"/opt/nri-suite/bin": "/opt/nri-suite/bin"}), writable: writable},
-		"topology-aware":  {hostPaths: common(map[string]string{"/host/sys": "/sys"}), writable: writable},
-		"security":        {hostPaths: common(nil), writable: writable, hostNS: true},
-		"stats":           {hostPaths: common(map[string]string{"/host/sys/fs/cgroup": "/sys/fs/cgroup"}), writable: writable, extraPorts: []int32{9191}},
+		"sidecar-order": {hostPaths: common(map[string]string{"/opt/nri-suite/bin": "/opt/nri-suite/bin"}),
+			writable: append(slices.Clone(writable), "/opt/nri-suite/bin")}, // it removes the helper when uninstalled
+		"topology-aware": {hostPaths: common(map[string]string{"/host/sys": "/sys"}), writable: writable},
+		"security":       {hostPaths: common(nil), writable: writable, hostNS: true},
+		"stats":          {hostPaths: common(map[string]string{"/host/sys/fs/cgroup": "/sys/fs/cgroup"}), writable: writable, extraPorts: []int32{9191}},
 	}
 }
 
@@ -242,7 +272,8 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 	assert.Equal(t, "system-node-critical", spec.PriorityClassName)
 	assert.Contains(t, spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists}, "tolerates every taint")
 	require.NotNil(t, spec.AutomountServiceAccountToken)
-	assert.False(t, *spec.AutomountServiceAccountToken, "no API access: no token")
+	assert.True(t, *spec.AutomountServiceAccountToken, "a token, to read its own DaemonSet when it stops (TestChartUninstall)")
+	assert.Equal(t, ds.Name, spec.ServiceAccountName, "its own service account")
 	assert.Equal(t, needs.hostNS, spec.HostPID, "hostPID")
 	assert.Equal(t, needs.hostNS, spec.HostNetwork, "hostNetwork")
 	require.NotNil(t, spec.SecurityContext.SeccompProfile)
@@ -269,6 +300,7 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 	assert.Contains(t, c.Args, "--idx="+pluginIndex[name])
 	assert.Contains(t, c.Args, "--name="+name)
 	assert.Contains(t, c.Args, "--config=/etc/nri-suite/config.yaml")
+	assert.Contains(t, c.Args, "--daemonset="+releaseNamespace+"/"+ds.Name)
 	var port int32
 	for _, p := range c.Ports {
 		if p.Name == "http" {
@@ -537,7 +569,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 // The plain manifests are the chart's defaults rendered; `go test -update`
 // rewrites them.
 func TestPlainManifestsInSync(t *testing.T) {
-	r, err := render(t, nil)
+	// kubectl runs no hook: the plain manifests leave the node state at a
+	// delete, and the plugins without a token.
+	r, err := render(t, map[string]any{"uninstall": map[string]any{"removeNodeState": false}})
 	require.NoError(t, err)
 	want := manifestHeader + r.text
 	if *update {
@@ -571,8 +605,10 @@ func firstDifference(want, got string) (int, string, string) {
 }
 
 const manifestHeader = `# nri-suite: the Helm chart deployments/helm/nri-suite rendered with its
-# default values as release "nri-suite" in kube-system. Generated by
-# deployments/helm/chart_test.go (go test ./... -update); do not edit.
+# default values as release "nri-suite" in kube-system, but for
+# uninstall.removeNodeState: false (kubectl runs no pre-delete hook, so a
+# kubectl delete leaves the plugins' node state in /run until reboot).
+# Generated by deployments/helm/chart_test.go (go test ./... -update); do not edit.
 `
 
 func TestFirstDifference(t *testing.T) {

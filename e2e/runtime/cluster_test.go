@@ -15,9 +15,10 @@ import (
 
 // TestCluster brings up the cluster sandbox and checks what the cluster
 // layer relies on: the node registered and Ready, a pod off the host
-// network scheduled through the API with an address of the pod range,
-// kubectl on the host reaching the API server and, through it, the kubelet
-// (exec and logs), and nothing left on the host afterwards.
+// network scheduled through the API with an address of the pod range and
+// reaching the API server at its Service (kube-proxy), kubectl on the host
+// reaching the API server and, through it, the kubelet (exec and logs), and
+// nothing left on the host afterwards.
 func TestCluster(t *testing.T) {
 	for _, rt := range RuntimeNames() {
 		t.Run(rt, func(t *testing.T) { testCluster(t, rt) })
@@ -50,6 +51,13 @@ func testCluster(t *testing.T, rt string) {
 	out, err := sb.Kubectl(ctx, "exec", "web", "--", "cat", "/proc/self/net/route")
 	require.NoError(t, err, "kubectl exec: %s", out)
 	assert.Contains(t, string(out), "eth0", "the pod has its own interface")
+	// In-cluster clients reach the API server at the kubernetes Service,
+	// which only kube-proxy's rules route: Go's TLS server answers a plain
+	// HTTP request with a message of its own.
+	out, err = sb.Kubectl(ctx, "exec", "web", "--", "sh", "-c",
+		`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT"`)
+	require.NoError(t, err, "reaching the kubernetes Service from a pod: %s", out)
+	assert.Contains(t, string(out), "Client sent an HTTP request to an HTTPS server", "the API server answered through its Service")
 	out, err = sb.Kubectl(ctx, "logs", "web")
 	require.NoError(t, err, "kubectl logs: %s", out)
 	assert.Equal(t, "hello from web", strings.TrimSpace(string(out)))

@@ -22,6 +22,8 @@ const (
 	apiServerPort         = 6443
 	controllerManagerPort = 10257
 	schedulerPort         = 10259
+	proxyHealthzPort      = 10256
+	proxyMetricsPort      = 10249
 )
 
 // controllers are the kube-controller-manager controllers the cluster's
@@ -39,8 +41,8 @@ var controllers = []string{
 // kube-scheduler of a one-node cluster, listening on the loopback of the
 // cluster's network namespace (the API server also on the node address).
 type controlPlane struct {
+	settings   controlPlaneSettings
 	components []*component // in start order; stopped in reverse
-	http       *http.Client // for the health checks
 	log        logrus.FieldLogger
 }
 
@@ -150,6 +152,37 @@ func schedulerArgs(bin string, s controlPlaneSettings) []string {
 	return componentArgs(bin, f.SchedulerKubeconfig, f.SchedulerCert, f.SchedulerKey, schedulerPort)
 }
 
+// proxyArgs are kube-proxy's: nftables mode (rules in the cluster's
+// network namespace only, which goes with them), the conntrack sysctls
+// left as they are (some are the host's), endpoints on loopback.
+func proxyArgs(bin string, s controlPlaneSettings, nodeName, podCIDR string) []string {
+	return []string{bin,
+		"--kubeconfig", s.Files.KubeProxyKubeconfig,
+		"--hostname-override", nodeName,
+		"--proxy-mode", "nftables",
+		"--cluster-cidr", podCIDR,
+		"--conntrack-max-per-core", "0",
+		"--conntrack-tcp-timeout-established", "0",
+		"--conntrack-tcp-timeout-close-wait", "0",
+		"--healthz-bind-address", "127.0.0.1:" + strconv.Itoa(proxyHealthzPort),
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(proxyMetricsPort),
+		"--v", "1",
+	}
+}
+
+// startProxy starts kube-proxy for the node, so that pods reach Services
+// (the API server's own among them, as in-cluster clients do), and waits
+// until it has programmed them. It waits for the node's object itself, so
+// it is started once the kubelet is.
+func (cp *controlPlane) startProxy(ctx context.Context, nodeName, podCIDR string) error {
+	s := cp.settings
+	c := &component{health: "http://127.0.0.1:" + strconv.Itoa(proxyHealthzPort) + "/healthz",
+		cmd: command{name: "kube-proxy", argv: proxyArgs(s.Cache.Bin("kube-proxy"), s, nodeName, podCIDR),
+			netns: s.Netns, logPath: filepath.Join(s.Dir, "kube-proxy.log")}}
+	cp.components = append(cp.components, c)
+	return cp.start(ctx, c)
+}
+
 // startControlPlane starts etcd, then the API server, then the controller
 // manager and the scheduler, each once the one before answers its health
 // check, and returns once all of them are healthy.
@@ -167,7 +200,7 @@ func startControlPlane(ctx context.Context, s controlPlaneSettings, log logrus.F
 		{"kube-controller-manager", controllerManagerArgs(s.Cache.Bin("kube-controller-manager"), s), "https://127.0.0.1:" + strconv.Itoa(controllerManagerPort) + "/healthz"},
 		{"kube-scheduler", schedulerArgs(s.Cache.Bin("kube-scheduler"), s), "https://127.0.0.1:" + strconv.Itoa(schedulerPort) + "/healthz"},
 	}
-	cp := &controlPlane{http: s.HTTP, log: log}
+	cp := &controlPlane{settings: s, log: log}
 	for _, step := range steps {
 		c := &component{health: step.health, cmd: command{name: step.name, argv: step.argv, netns: s.Netns,
 			logPath: filepath.Join(s.Dir, step.name+".log")}}
@@ -189,7 +222,7 @@ func (cp *controlPlane) start(ctx context.Context, c *component) error {
 	}
 	c.process = p
 	if err := p.waitFor(ctx, c.cmd.name+"'s health endpoint", func(ctx context.Context) error {
-		return httpOK(ctx, cp.http, c.health)
+		return httpOK(ctx, cp.settings.HTTP, c.health)
 	}); err != nil {
 		return err
 	}

@@ -5,7 +5,8 @@
 // CRI run without the kubelet (Options.NoKubelet): a kubelet stops every pod
 // it did not create. With Options.Cluster the node joins a control plane of
 // its own (etcd, kube-apiserver, kube-controller-manager, kube-scheduler;
-// cluster.go, controlplane.go) and everything runs in a network namespace
+// cluster.go, controlplane.go), kube-proxy gives its pods the cluster's
+// Services, and everything runs in a network namespace
 // the sandbox creates (package netns), with certificates from package pki.
 //
 // External plugins (Sandbox.StartPlugin) each get a directory in the run dir,

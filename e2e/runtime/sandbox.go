@@ -226,6 +226,9 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return err
 	}
 	if s.cluster != nil {
+		if err := s.cluster.control.startProxy(ctx, s.opts.NodeName, clusterPodCIDR); err != nil {
+			return err
+		}
 		return s.cluster.waitNodeReady(ctx, s.opts.NodeName)
 	}
 	return nil

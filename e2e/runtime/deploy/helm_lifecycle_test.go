@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,9 +31,13 @@ const upgradeTag = "0.1.0-upgrade"
 // and device at every step, and every pod created while the DaemonSets
 // roll is either handled by the plugins or refused with a plugin's reason
 // first (the kubelet retries a refused container), never left unhandled.
+// The plugins keep their node state through the roll, and take it with
+// them at the uninstall, but for what the running workload still uses.
 func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart string) {
 	before := startWorkload(ctx, t, sb)
 	require.Contains(t, before["life-web/app"].Inside, "deploy-null", "the workload has its device to keep")
+	placements, err := state.PlacementRecords(state.DefaultDir)
+	require.NoError(t, err)
 
 	t.Run("upgrade", func(t *testing.T) {
 		rolled := whileCreatingPods(ctx, t, sb, func() {
@@ -46,6 +51,11 @@ func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart
 		assert.Contains(t, config.Data["config.yaml"], "cache: 2s", "the changed configuration reached the plugin's ConfigMap")
 		waitConnected(ctx, t, sb)
 		assert.Equal(t, before, containerStates(ctx, t, sb, lifecycleNamespace), "the running workload kept everything through the roll")
+		for key, c := range running(ctx, t, sb, lifecycleNamespace) {
+			_, found, err := placements.Read(c.ID)
+			require.NoError(t, err)
+			assert.True(t, found, "container %s's placement record survives the roll: a rolling plugin keeps its node state", key)
+		}
 		checkRolledPods(ctx, t, sb, rolled)
 	})
 	t.Run("rollback", func(t *testing.T) {
@@ -70,9 +80,23 @@ func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart
 		})
 		require.NoError(t, err, "the plugins' pods go")
 		assert.Equal(t, before, containerStates(ctx, t, sb, lifecycleNamespace), "the running workload is untouched by the uninstall")
-		left, err := filepath.Glob(filepath.Join(state.DefaultDir, "*", "*"))
+		// What stays: the coordination directory of the running pod with
+		// sidecars, which its helpers use; the empty directories the
+		// plugins' pods mounted.
+		web, err := sb.Client().CoreV1().Pods(lifecycleNamespace).Get(ctx, "life-web", metav1.GetOptions{})
 		require.NoError(t, err)
-		t.Logf("left in %s after the uninstall: %v", state.DefaultDir, left)
+		inUse := filepath.Join(state.DefaultDir, "sidecar-order", string(web.UID))
+		var left []string
+		require.NoError(t, filepath.WalkDir(state.DefaultDir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.HasPrefix(path, inUse+"/") {
+				return err
+			}
+			left = append(left, path)
+			return nil
+		}))
+		assert.Empty(t, left, "the plugins' node state is gone")
+		assert.DirExists(t, inUse, "the coordination directory of a running pod stays")
+		assert.NoFileExists(t, filepath.Join(sb.Dir(), "sidecar-helper", "nri-sidecar-helper"), "sidecar-order's helper is gone from the host")
 	})
 }
 

@@ -65,6 +65,7 @@ type Files struct {
 	ControllerManagerKubeconfig string
 	SchedulerKubeconfig         string
 	KubeletKubeconfig           string
+	KubeProxyKubeconfig         string
 }
 
 // Generate makes fresh CAs, certificates, keys and kubeconfigs for spec and
@@ -108,6 +109,7 @@ func Generate(dir string, spec Spec) (*Files, error) {
 		ControllerManagerKubeconfig: path("controller-manager.kubeconfig"),
 		SchedulerKubeconfig:         path("scheduler.kubeconfig"),
 		KubeletKubeconfig:           path("kubelet.kubeconfig"),
+		KubeProxyKubeconfig:         path("kube-proxy.kubeconfig"),
 	}
 
 	ca, err := NewCA("kubernetes")
@@ -181,6 +183,8 @@ func Generate(dir string, spec Spec) (*Files, error) {
 		{f.ControllerManagerKubeconfig, Leaf{CommonName: "system:kube-controller-manager", Usage: Client}},
 		{f.SchedulerKubeconfig, Leaf{CommonName: "system:kube-scheduler", Usage: Client}},
 		{f.KubeletKubeconfig, Leaf{CommonName: "system:node:" + spec.NodeName, Organizations: []string{"system:nodes"}, Usage: Client}},
+		// Bound to system:node-proxier by the API server's bootstrap policy.
+		{f.KubeProxyKubeconfig, Leaf{CommonName: "system:kube-proxy", Usage: Client}},
 	}
 	for _, k := range kubeconfigs {
 		certPEM, keyPEM, err := ca.Issue(k.user)

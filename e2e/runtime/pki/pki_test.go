@@ -274,6 +274,7 @@ func TestGenerateKubeconfigs(t *testing.T) {
 		{"controller-manager", files.ControllerManagerKubeconfig, "system:kube-controller-manager", nil},
 		{"scheduler", files.SchedulerKubeconfig, "system:kube-scheduler", nil},
 		{"kubelet", files.KubeletKubeconfig, "system:node:node-1", []string{"system:nodes"}},
+		{"kube-proxy", files.KubeProxyKubeconfig, "system:kube-proxy", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

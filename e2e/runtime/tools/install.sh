@@ -9,8 +9,10 @@
 #                                  only once it holds the marker file .complete
 #   CACHE/bin/                     symlinks with plain names to the current versions:
 #                                  containerd containerd-shim-runc-v2 ctr runc crictl
-#                                  kubelet etcd kube-apiserver kube-controller-manager
-#                                  kube-scheduler kubectl (one multi-call binary, kube/)
+#                                  kubelet kube-proxy etcd kube-apiserver
+#                                  kube-controller-manager kube-scheduler kubectl
+#                                  (one multi-call binary, kube/; its directory is
+#                                  kube-<version>-<hash of kube/>)
 #                                  bridge host-local loopback portmap (CNI) helm
 #                                  crio pinns crane (conmon -> /usr/bin/conmon)
 #   CACHE/images/busybox.tar       OCI image archives, named by their index annotations
@@ -138,10 +140,19 @@ build_crane() {
 }
 
 # KUBE_COMMANDS are the names the multi-call binary of kube/ answers to.
-KUBE_COMMANDS=(kubelet etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
+KUBE_COMMANDS=(kubelet kube-proxy etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
+
+# kube_key is the kube part's cache key: the Kubernetes version and a hash
+# of the module that builds it, so that a changed set of commands builds
+# anew where the cache holds the previous binary.
+kube_key() {
+	local hash
+	hash=$(cat "$TOOLS_DIR/kube/go.mod" "$TOOLS_DIR/kube/go.sum" "$TOOLS_DIR/kube/main.go" | sha256sum)
+	echo "$KUBERNETES_VERSION-${hash:0:12}"
+}
 
 build_kube() {
-	local out=$1 version=$2 module_dir=$TOOLS_DIR/kube key ldflags=("-s" "-w") cmd
+	local out=$1 version=${2%-*} module_dir=$TOOLS_DIR/kube key ldflags=("-s" "-w") cmd
 	local pinned built
 	pinned=$(cd "$module_dir" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 	[[ $pinned == "$version" ]] ||
@@ -329,7 +340,7 @@ part_runc() {
 	build_part runc "$RUNC_VERSION" build_runc runc
 }
 part_crictl() { require_go; build_part crictl "$CRICTL_VERSION" build_crictl crictl; }
-part_kube() { require_go; build_part kube "$KUBERNETES_VERSION" build_kube "${KUBE_COMMANDS[@]}"; }
+part_kube() { require_go; build_part kube "$(kube_key)" build_kube "${KUBE_COMMANDS[@]}"; }
 part_cni() { require_go; build_part cni "$CNI_PLUGINS_VERSION" build_cni bridge host-local loopback portmap; }
 part_helm() { require_go; build_part helm "$HELM_VERSION" build_helm helm; }
 part_crio() {

@@ -320,6 +320,39 @@ func (d Dir) MainsRunning(p *Pod) bool {
 	return false
 }
 
+// InUse reports whether a container of the pod still needs the directory:
+// a helper or main command runs (its lock is held), a main was created and
+// has not started yet, or a sidecar of the spec has not run yet (its
+// container may be created and waiting to start). A spec that cannot be
+// read counts as in use: only a directory known to be idle may go.
+func (d Dir) InUse() bool {
+	entries, err := os.ReadDir(d.Path)
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, lockSuffix) && held(d.file(name)) {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(name, mainPrefix); ok {
+			if main, ok := strings.CutSuffix(rest, registered); ok && d.Main(main) == MainCreated {
+				return true
+			}
+		}
+	}
+	spec, err := d.ReadSpec()
+	if err != nil {
+		return true
+	}
+	for _, s := range spec.Sidecars {
+		if !exists(d.file(sidecarPrefix + s.Name + lockSuffix)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Report is what a helper tells the plugin about one run of its container;
 // the plugin turns reports into metrics.
 type Report struct {

@@ -142,3 +142,29 @@ func TestTakeReportsOfWhatIsNotAFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries, "every report is taken")
 }
+
+// A directory is in use while any of its containers runs or may still
+// start: a sidecar that has not run, a main created and not started, a
+// held lock; once all of them ran and exited it is idle. A spec that
+// cannot be read keeps it in use.
+func TestInUse(t *testing.T) {
+	d := coord.Dir{Path: t.TempDir()}
+	assert.True(t, d.InUse(), "no spec: not known to be idle")
+	require.NoError(t, d.WriteSpec(&coord.Pod{Sidecars: []coord.Sidecar{{Name: "proxy"}}}))
+	assert.True(t, d.InUse(), "the sidecar has not run yet")
+
+	proxy, err := d.LockSidecar("proxy")
+	require.NoError(t, err)
+	assert.True(t, d.InUse(), "the sidecar's helper runs")
+	require.NoError(t, d.RegisterMain("app"))
+	require.NoError(t, proxy.Close())
+	assert.True(t, d.InUse(), "the main was created and has not started")
+
+	app, err := d.LockMain("app")
+	require.NoError(t, err)
+	assert.True(t, d.InUse(), "the main runs")
+	require.NoError(t, app.Close())
+	assert.False(t, d.InUse(), "every container ran and exited")
+
+	assert.False(t, coord.Dir{Path: filepath.Join(t.TempDir(), "gone")}.InUse(), "a directory that is gone")
+}

@@ -1,7 +1,8 @@
-// Command kube is the kubelet, etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler and kubectl of one Kubernetes release in one binary: it runs
-// the command its name (argv[0], a symlink) says. One binary links the shared
-// Kubernetes code once, which halves the cold build of separate binaries.
+// Command kube is the kubelet, kube-proxy, etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kubectl of one Kubernetes
+// release in one binary: it runs the command its name (argv[0], a symlink)
+// says. One binary links the shared Kubernetes code once, which halves the
+// cold build of separate binaries.
 //
 // It is a module of its own so that k8s.io/kubernetes and its dependency graph
 // never enter the main module. install.sh builds it with the committed go.mod
@@ -28,6 +29,7 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 
@@ -39,6 +41,7 @@ var commands = map[string]func() *cobra.Command{
 	"kubelet":                 func() *cobra.Command { return kubelet.NewKubeletCommand(context.Background()) },
 	"kube-apiserver":          apiserver.NewAPIServerCommand,
 	"kube-controller-manager": controllermanager.NewControllerManagerCommand,
+	"kube-proxy":              proxy.NewProxyCommand,
 	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
 }
 

@@ -1,0 +1,32 @@
+package nriplugin
+
+import (
+	"errors"
+
+	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+)
+
+// RemoveNodeState implements plugin.NodeStateRemover: the plugin leaves the
+// node for good (uninstalled), so its checkpoint goes with its directory,
+// and so do its pool and placement records. Running containers keep their
+// CPUs and memory nodes, which the runtime holds; a topology-aware
+// installed again adopts them where they run. It runs after Close, when
+// nothing writes any more.
+func (p *Plugin) RemoveNodeState() error {
+	p.mu.Lock()
+	checkpoints := []*state.Checkpoint[policy.Snapshot]{p.checkpoint}
+	if p.moved != nil {
+		checkpoints = append(checkpoints, p.moved)
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, cp := range checkpoints {
+		errs = append(errs, cp.RemoveAll())
+	}
+	if s := p.persist; s.placements != nil {
+		// The placements first: a placement names the pool record.
+		errs = append(errs, s.placements.records.RemoveAll(), s.pools.records.RemoveAll())
+	}
+	return errors.Join(errs...)
+}
