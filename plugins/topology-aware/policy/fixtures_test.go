@@ -165,7 +165,8 @@ func TestMemoryAndCPULessNodes(t *testing.T) {
 	cpuLess := nps.CPULessNodes()
 	require.NotEmpty(t, cpuLess)
 	nearest := nearestCPULess(nps, 0)
-	p := newPolicy(t, nps, Config{TopologyPolicy: TopologyRestricted})
+	// 12 NUMA nodes: more than the kubelet's default max-allowable-numa-nodes.
+	p := newPolicy(t, nps, Config{TopologyPolicy: TopologyRestricted, MaxAllowableNUMANodes: 12})
 	plain, _, err := p.Allocate(guaranteed("plain", 2000, gib))
 	require.NoError(t, err)
 	assert.Equal(t, "0", plain.Mems.String(), "CPU-less nodes only on request")
@@ -195,7 +196,7 @@ func TestMemoryAndCPULessNodes(t *testing.T) {
 	require.NoError(t, p.Check())
 	// Best-effort places it on a group of two nodes, away from node 0 whose
 	// single-node containers keep it out of any group.
-	be := newPolicy(t, nps, Config{TopologyPolicy: TopologyBestEffort})
+	be := newPolicy(t, nps, Config{TopologyPolicy: TopologyBestEffort, MaxAllowableNUMANodes: 12})
 	_, _, err = be.Allocate(guaranteed("plain", 2000, gib))
 	require.NoError(t, err)
 	wide, _, err := be.Allocate(guaranteed("wide", 2000, big))

@@ -73,6 +73,11 @@ type topologyManager struct {
 	nodes         []int    // the NUMA nodes hints range over: those with CPUs
 	all           numaMask // all of them
 	distance      func(a, b int) int
+	// alignBySocket (the kubelet's align-by-socket) also prefers CPU hints
+	// spanning as few sockets as the request needs.
+	alignBySocket  bool
+	nodesPerSocket int
+	socketsOf      func(numaMask) int
 }
 
 // subsets calls f with every non-empty subset of the manager's nodes.
@@ -283,9 +288,20 @@ func (tm *topologyManager) cpuHints(m *machine, free, own []int, n int) provider
 		}
 	})
 	for i := range out {
-		out[i].preferred = out[i].mask.count() == minSize
+		out[i].preferred = out[i].mask.count() == minSize || tm.socketAligned(out[i].mask, minSize)
 	}
 	return provider{resource: "cpu", hints: out}
+}
+
+// socketAligned is the kubelet's isHintSocketAligned: with align-by-socket,
+// a hint is preferred when its nodes span as few sockets as the fewest nodes
+// that could hold the request need.
+func (tm *topologyManager) socketAligned(mask numaMask, minSize int) bool {
+	if !tm.alignBySocket || tm.nodesPerSocket == 0 {
+		return false
+	}
+	minSockets := (minSize + tm.nodesPerSocket - 1) / tm.nodesPerSocket
+	return tm.socketsOf(mask) == minSockets
 }
 
 // deviceHints: the nodes of the container's devices must all be in the

@@ -16,7 +16,8 @@ import (
 //     within the isolated CPUs and overlap no other grant;
 //   - the shared pool is what the grants leave, and is not empty while
 //     shared containers exist; every shared container runs on exactly it;
-//   - reserved containers run on the reserved CPUs;
+//   - reserved containers run on the reserved CPUs; a pod's shared
+//     containers on what its reservation holds beyond its exclusive grants;
 //   - every container's Mems are the nodes its placement implies;
 //   - the Memory Manager's free memory plus what containers and pods hold
 //     is what each node has, every node's group is that of its containers
@@ -63,6 +64,16 @@ func (p *Policy) Check() error {
 		case PoolReserved:
 			if !pl.CPUs.Equal(p.reserved) {
 				fail("container %s: reserved container on %q, the reserved CPUs are %q", id, pl.CPUs, p.reserved)
+			}
+		case PoolPodShared:
+			pod := p.pods[pl.PodUID]
+			switch {
+			case pod == nil || pod.res == nil:
+				fail("container %s: on its pod's shared pool, but the pod holds no reservation", id)
+			case !pl.CPUs.Equal(pod.res.free()) || pl.CPUs.IsEmpty():
+				fail("container %s: on %q, its pod's shared pool is %q", id, pl.CPUs, pod.res.free())
+			case !slices.Contains(pod.shared, id):
+				fail("container %s: on its pod's shared pool, not recorded there", id)
 			}
 		default:
 			fail("container %s: unknown pool %q", id, pl.Pool)
@@ -119,6 +130,11 @@ func (p *Policy) checkPods(fail func(string, ...any)) cpuset.CPUSet {
 		if pod.containers != counts[uid] || pod.containers == 0 && (pod.res == nil || pod.closing) {
 			fail("pod %s: %d containers recorded, %d placed", uid, pod.containers, counts[uid])
 		}
+		for _, id := range pod.shared {
+			if e := p.containers[id]; e == nil || e.pl.Pool != PoolPodShared || e.pl.PodUID != uid {
+				fail("pod %s: records %s on its shared pool, which is not placed there", uid, id)
+			}
+		}
 		r := pod.res
 		if r == nil {
 			continue
@@ -148,6 +164,9 @@ func (p *Policy) checkPods(fail func(string, ...any)) cpuset.CPUSet {
 }
 
 func (p *Policy) expectedMems(e *entry) cpuset.CPUSet {
+	if pod := p.pods[e.pl.PodUID]; e.pl.Pool == PoolPodShared && pod != nil && pod.res != nil {
+		return p.podSharedMems(pod.res, e.pl.CPUs, e.req.CPULessMemory)
+	}
 	if e.group != 0 {
 		return p.mems(e.group.nodes(), e.req.CPULessMemory)
 	}

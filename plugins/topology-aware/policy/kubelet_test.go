@@ -143,7 +143,8 @@ type kubeletStaticCase struct {
 }
 
 // TestKubeletStaticPolicy replays the kubelet's static policy cases
-// (align-by-uncore-cache with full-pcpus-only and strict-cpu-reservation):
+// (align-by-uncore-cache with full-pcpus-only and strict-cpu-reservation)
+// under the option kubelet-packing, which makes the kubelet's choice:
 // the CPUs outside the kubelet's default set are held by another container,
 // adopted where it runs; then the pod's containers are placed in order.
 func TestKubeletStaticPolicy(t *testing.T) {
@@ -157,7 +158,7 @@ func TestKubeletStaticPolicy(t *testing.T) {
 			topo := kubeletTopology(t, tc.Topology)
 			reserved := mustParse(t, tc.Reserved)
 			p := newPolicy(t, topo, Config{ReservedCPUs: reserved, FullPCPUsOnly: tc.FullPCPUsOnly,
-				AlignByUncoreCache: tc.AlignUncore, StrictReservation: tc.StrictReservation})
+				AlignByUncoreCache: tc.AlignUncore, StrictReservation: tc.StrictReservation, KubeletPacking: true})
 			if taken := topo.CPUs().Difference(mustParse(t, tc.Free)).Difference(reserved); !taken.IsEmpty() {
 				report := p.Restore(Snapshot{}, []Running{{Request: guaranteed("other", int64(taken.Size())*1000, 0), CPUs: taken}})
 				require.Equal(t, []string{"other"}, report.Adopted, "CPUs %q held by another container", taken)

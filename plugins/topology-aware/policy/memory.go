@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 
 	"github.com/nri-suite/nri-suite/common/topology"
 )
@@ -173,33 +174,139 @@ func (mm *memoryManager) canGroup(mask numaMask) bool {
 	return true
 }
 
-// place chooses the group for a request given the Topology Manager's
-// affinity (0: none), or the nodes of the container's CPUs when there is no
-// affinity; like the kubelet, a group too small is extended to the
-// narrowest group that contains it and holds the request.
-func (mm *memoryManager) place(req map[memoryResource]uint64, affinity numaMask) (numaMask, error) {
-	mask := affinity
-	if mask == 0 || !mm.fits(mask, req) || !mm.canGroup(mask) {
-		var best *hint
-		hints := mm.hints(req).hints
-		for i, h := range hints {
-			if h.mask&affinity != affinity {
-				continue
-			}
-			if best == nil || (h.preferred && !best.preferred) ||
-				(h.preferred == best.preferred && mm.tm.fitter(h.mask, best.mask)) {
-				best = &hints[i]
-			}
-		}
-		if best == nil {
-			return 0, fmt.Errorf("%w: %s", ErrInsufficientMemory, mm.shortfall(req, affinity))
-		}
-		mask = best.mask
-	}
-	return mask, nil
+// holds reports whether the nodes of mask can serve one more container
+// together and have req free.
+func (mm *memoryManager) holds(mask numaMask, req map[memoryResource]uint64) bool {
+	return mask != 0 && mm.canGroup(mask) && mm.fits(mask, req)
 }
 
-// shortfall says what is free where, for an error.
+// closest returns the group for req when the nodes of the container's CPUs
+// (local) cannot hold it: of the groups that can, the one with the most of
+// local's nodes, then the fewest nodes, then the closest to local by
+// distance, then the lowest ids. The candidates are the existing groups
+// (whose nodes cannot join another), every single node, and the sets grown
+// from each node, and from local, by adding the closest nodes that hold no
+// memory yet until they hold req: a quadratic search where trying every set
+// would be exponential in the nodes.
+func (mm *memoryManager) closest(req map[memoryResource]uint64, local numaMask) (numaMask, bool) {
+	var best numaMask
+	consider := func(m numaMask) {
+		if !mm.holds(m, req) {
+			return
+		}
+		if best == 0 || mm.closer(m, best, local) {
+			best = m
+		}
+	}
+	seeds := []numaMask{local}
+	for _, id := range mm.tm.nodes {
+		seeds = append(seeds, maskOf(id))
+		if g := mm.nodes[id].group; g.count() > 1 {
+			consider(g)
+		}
+	}
+	for _, seed := range seeds {
+		consider(seed)
+		if !mm.freeToGroup(seed) {
+			continue
+		}
+		set := seed
+		for _, id := range mm.byDistance(seed) {
+			if set.has(id) || !mm.freeToGroup(maskOf(id)) {
+				continue
+			}
+			set |= maskOf(id)
+			if mm.fits(set, req) {
+				consider(set)
+				break
+			}
+		}
+	}
+	return best, best != 0
+}
+
+// closer orders candidate groups for closest.
+func (mm *memoryManager) closer(a, b, local numaMask) bool {
+	if oa, ob := (a & local).count(), (b & local).count(); oa != ob {
+		return oa > ob
+	}
+	if a.count() != b.count() {
+		return a.count() < b.count()
+	}
+	if da, db := mm.tm.meanDistance(a|local), mm.tm.meanDistance(b|local); da != db {
+		return da < db
+	}
+	return a < b
+}
+
+// freeToGroup reports whether no node of mask holds memory: such nodes may
+// form a new group of any shape.
+func (mm *memoryManager) freeToGroup(mask numaMask) bool {
+	for _, id := range mask.nodes() {
+		if n := mm.nodes[id]; n == nil || n.assignments > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// byDistance lists the nodes with CPUs by their mean distance to the nodes
+// of from, nearest first, ties by id.
+func (mm *memoryManager) byDistance(from numaMask) []int {
+	ids := slices.Clone(mm.tm.nodes)
+	mean := func(id int) float64 {
+		sum := 0
+		for _, f := range from.nodes() {
+			sum += mm.tm.distance(f, id)
+		}
+		return float64(sum) / float64(from.count())
+	}
+	slices.SortStableFunc(ids, func(a, b int) int { return cmp.Compare(mean(a), mean(b)) })
+	return ids
+}
+
+// whyNot says why the nodes of mask cannot hold req for one more container.
+func (mm *memoryManager) whyNot(mask numaMask, req map[memoryResource]uint64) string {
+	if blocked := mm.groupBlockers(mask); blocked != "" {
+		return blocked
+	}
+	var parts []string
+	for _, r := range sortedResources(req) {
+		if free := mm.sum(mask, r, freeOf); free < req[r] {
+			parts = append(parts, fmt.Sprintf("%d bytes of %s free there, %d requested", free, r, req[r]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// groupBlockers says which nodes of mask keep it from serving a container
+// as one group, and why; empty when none does.
+func (mm *memoryManager) groupBlockers(mask numaMask) string {
+	var parts []string
+	seen := map[numaMask]bool{}
+	for _, id := range mask.nodes() {
+		n := mm.nodes[id]
+		switch {
+		case mask.count() == 1 && n.group.count() > 1:
+			parts = append(parts, fmt.Sprintf("node %d is in the group {%s}", id, n.group))
+		case mask.count() > 1 && n.assignments > 0 && n.group != mask && n.group.count() == 1:
+			parts = append(parts, fmt.Sprintf("node %d holds the memory of %s of its own, and a node that does cannot join a group", id, containerCount(n.assignments)))
+		case mask.count() > 1 && n.assignments > 0 && n.group != mask && !seen[n.group]:
+			seen[n.group] = true
+			parts = append(parts, fmt.Sprintf("nodes {%s} form a group holding the memory of %s, which no other group may overlap", n.group, containerCount(n.assignments)))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func containerCount(n int) string {
+	if n == 1 {
+		return "1 container"
+	}
+	return fmt.Sprintf("%d containers", n)
+}
+
+// shortfall says what is free where, and why no group can hold req.
 func (mm *memoryManager) shortfall(req map[memoryResource]uint64, affinity numaMask) string {
 	where := "any NUMA nodes"
 	if affinity != 0 {
@@ -221,7 +328,36 @@ func (mm *memoryManager) shortfall(req map[memoryResource]uint64, affinity numaM
 		}
 		msg += ";"
 	}
-	return msg + " no group of " + where + " can hold it"
+	return msg + " no group of " + where + " can hold it: " + mm.whyNoGroup(req)
+}
+
+// whyNoGroup says why no group can hold req: too little free in all, or
+// the free memory sits on nodes that cannot group together.
+func (mm *memoryManager) whyNoGroup(req map[memoryResource]uint64) string {
+	var lacking []string
+	for _, r := range sortedResources(req) {
+		if free := mm.sum(mm.tm.all, r, freeOf); free < req[r] {
+			lacking = append(lacking, fmt.Sprintf("%d bytes of %s free on all the NUMA nodes together", free, r))
+		}
+	}
+	if len(lacking) > 0 {
+		return "only " + strings.Join(lacking, " and ")
+	}
+	var free numaMask
+	for _, id := range mm.tm.nodes {
+		if mm.nodes[id].assignments == 0 {
+			free |= maskOf(id)
+		}
+	}
+	why := "enough is free on the NUMA nodes together, but not on nodes that can form one group: " + mm.groupBlockers(mm.tm.all)
+	if free == 0 {
+		return why + "; every node holds memory already"
+	}
+	var have []string
+	for _, r := range sortedResources(req) {
+		have = append(have, fmt.Sprintf("%d bytes of %s", mm.sum(free, r, freeOf), r))
+	}
+	return why + fmt.Sprintf("; the nodes free to form a group, {%s}, have %s free", free, strings.Join(have, " and "))
 }
 
 func sortedResources(req map[memoryResource]uint64) []memoryResource {

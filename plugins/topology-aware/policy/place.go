@@ -19,9 +19,6 @@ func (p *Policy) place(req Request, keep cpuset.CPUSet) (*entry, error) {
 	}
 	switch pool {
 	case PoolReserved:
-		if p.reserved.IsEmpty() {
-			return p.placeShared(req, "reserved pool requested but no CPUs are reserved: shared")
-		}
 		return p.placeReserved(req)
 	case PoolIsolated:
 		free := p.freeIsolated()
@@ -43,6 +40,8 @@ func (p *Policy) place(req Request, keep cpuset.CPUSet) (*entry, error) {
 		return p.placeExclusive(req, PoolExclusive, n, p.freeExclusive(), keep.Difference(p.isolated))
 	case PoolExclusive:
 		return p.placeExclusive(req, PoolExclusive, n, p.freeExclusive(), keep.Difference(p.isolated))
+	case PoolPodShared:
+		return p.placePodShared(req)
 	default:
 		why := "shared: not Guaranteed with an integer CPU request"
 		if req.CPU == CPUShared {
@@ -60,11 +59,51 @@ func (p *Policy) newEntry(req Request, pool PoolKind, cpus cpuset.CPUSet, affini
 }
 
 func (p *Policy) placeReserved(req Request) (*entry, error) {
-	why := "reserved: annotated for the reserved CPUs"
-	if req.CPU == CPUAuto {
-		why = "reserved: namespace " + req.Namespace + " runs on the reserved CPUs"
+	cpus, what := p.reserved, "the "+cpuCount(p.reserved.Size())+" reserved"
+	if p.reserved.IsEmpty() {
+		cpus, what = p.shared, "the shared pool's"
 	}
-	return p.newEntry(req, PoolReserved, p.reserved, 0, why), nil
+	warning, err := p.squeezed(req, what, cpus)
+	if err != nil {
+		return nil, err
+	}
+	var e *entry
+	if p.reserved.IsEmpty() {
+		e, err = p.placeShared(req, "reserved pool requested but no CPUs are reserved: shared")
+	} else {
+		why := "reserved: annotated for the reserved CPUs"
+		if req.CPU == CPUAuto {
+			why = "reserved: namespace " + req.Namespace + " runs on the reserved CPUs"
+		}
+		e = p.newEntry(req, PoolReserved, p.reserved, 0, why)
+	}
+	if e != nil {
+		e.pl.Warning = warning
+	}
+	return e, err
+}
+
+// squeezed checks a Guaranteed container with an integer CPU request that
+// the configuration keeps in its reserved namespace's pool (what, cpus)
+// rather than giving it exclusive CPUs as the kubelet would: it is refused
+// when the pool has fewer CPUs than it requests, unless the configuration
+// allows that, and then it runs with a warning. It is never squeezed
+// silently: its CPU quota says more than it can use.
+func (p *Policy) squeezed(req Request, what string, cpus cpuset.CPUSet) (string, error) {
+	if req.CPU != CPUAuto || !ownsExclusive(req) {
+		return "", nil
+	}
+	n := int(req.CPURequest / 1000)
+	if cpus.Size() >= n {
+		return "", nil
+	}
+	msg := fmt.Sprintf("a Guaranteed request of %s in namespace %s, which reserved-namespaces-guaranteed: %s keeps on %s CPUs %q",
+		cpuCount(n), req.Namespace, p.reservedGuaranteed(), what, cpus)
+	if p.reservedGuaranteed() == ReservedGuaranteedAllowFewer {
+		return msg + ", fewer than it requests: its CPU quota allows more than it can use", nil
+	}
+	return "", fmt.Errorf("%w: %s: %s, fewer than it requests: reserve more CPUs, or set reserved-namespaces-guaranteed: %s (exclusive CPUs, as the kubelet gives them) or %s (run it on them anyway, with a warning)",
+		ErrInsufficientCPUs, name(req), msg, ReservedGuaranteedExclusive, ReservedGuaranteedAllowFewer)
 }
 
 func (p *Policy) placeShared(req Request, why string) (*entry, error) {
@@ -184,6 +223,11 @@ func (p *Policy) placeExclusive(req Request, pool PoolKind, n int, free, keep cp
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInsufficientCPUs, name(req), err)
 	}
+	if pod := p.pods[req.PodUID]; res != nil && pod != nil && len(pod.shared) > 0 && res.free().Difference(cpus).IsEmpty() {
+		return nil, fmt.Errorf("%w: %s: %s requested, which would leave none of its pod's %s for the pod's %s without exclusive CPUs: "+
+			"the kubelet refuses such a pod; give the pod more CPUs than its exclusive containers request",
+			ErrInsufficientCPUs, name(req), cpuCount(n), cpuCount(res.cpus.Size()), containerCount(len(pod.shared)))
+	}
 	if pool == PoolExclusive && p.sharedUsers() > 0 {
 		taken := p.exclusive.Union(cpus)
 		if fresh != nil {
@@ -232,59 +276,87 @@ func (p *Policy) placeMemory(e *entry, mem map[memoryResource]uint64, affinity n
 	return nil
 }
 
-// memoryGroup chooses the Memory Manager group of a grant, and says why when
-// it is not the obvious one. With a Topology Manager affinity, that affinity
-// (extended as the kubelet extends it) or nothing. Without one, the kubelet
-// takes the Memory Manager's own best hint, wherever the CPUs are; we try the
-// nodes of the CPUs first, for locality, but fall back to that best hint when
-// no group containing them can hold the memory: CPUs packed across two nodes
-// that already serve single-node grants can never form a group there, and
-// refusing the container would be stricter than the kubelet.
+// memoryGroup chooses the Memory Manager group of a grant, and says why
+// when it is not the nodes of its CPUs. Memory follows the CPUs: the group
+// is the NUMA nodes of the CPUs whenever a group there can hold it. Else,
+// with a Topology Manager affinity, those nodes with the rest of the
+// affinity; else the closest group that can hold it (memoryManager.closest),
+// never a node of the machine chosen regardless of where the CPUs are.
 func (p *Policy) memoryGroup(mem map[memoryResource]uint64, affinity numaMask, cpus cpuset.CPUSet) (numaMask, string, error) {
-	if affinity != 0 {
-		group, err := p.mm.place(mem, affinity)
-		return group, "", err
+	local := maskOf(p.topo.NodesOfCPUs(cpus)...) & p.tm.all
+	if p.mm.holds(local, mem) {
+		return local, "", nil
 	}
-	local := maskOf(p.topo.NodesOfCPUs(cpus)...)
-	if group, err := p.mm.place(mem, local); err == nil {
-		return group, "", nil
+	why := fmt.Sprintf(" (not on its CPUs' NUMA nodes {%s} alone: %s; ", local, p.mm.whyNot(local, mem))
+	if wider := local | affinity; affinity != 0 && p.mm.holds(wider, mem) {
+		return wider, why + "with the rest of its NUMA affinity)", nil
 	}
-	group, err := p.mm.place(mem, 0)
-	if err != nil {
-		return 0, "", err
+	group, ok := p.mm.closest(mem, local)
+	if !ok {
+		return 0, "", fmt.Errorf("%w: %s", ErrInsufficientMemory, p.mm.shortfall(mem, 0))
 	}
-	return group, fmt.Sprintf(" (no memory group with the CPUs' nodes {%s} can hold it: the best memory hint, as the kubelet without NUMA affinity)", local), nil
+	return group, why + "the closest NUMA nodes that can hold it)", nil
 }
 
 // chooseCPUs is the kubelet's allocateCPUs: the CPUs of the affinity first,
 // the rest from anywhere in free. keep (what a resized grant keeps), then
 // podFree (its pod's reservation), both within free, are taken first.
 func (p *Policy) chooseCPUs(n int, affinity numaMask, free, keep, podFree cpuset.CPUSet) (cpuset.CPUSet, error) {
+	return p.chooseNear(n, affinity, 0, free, keep, podFree)
+}
+
+// chooseNear is chooseCPUs for a grant that has CPUs on the nodes near
+// already: what it takes besides goes as close to them as it can.
+func (p *Policy) chooseNear(n int, affinity, near numaMask, free, keep, podFree cpuset.CPUSet) (cpuset.CPUSet, error) {
 	if keep.IsEmpty() {
 		keep, podFree = podFree, cpuset.CPUSet{}
 	}
 	if !keep.IsEmpty() {
 		if n <= keep.Size() {
-			return p.m.takeByTopology(keep, n, p.opts)
+			return p.takeCPUs(keep, n, near)
 		}
-		more, err := p.chooseCPUs(n-keep.Size(), affinity|maskOf(p.topo.NodesOfCPUs(keep)...), free.Difference(keep),
+		kept := maskOf(p.topo.NodesOfCPUs(keep)...)
+		more, err := p.chooseNear(n-keep.Size(), affinity|kept, near|kept, free.Difference(keep),
 			podFree.Difference(keep), cpuset.CPUSet{})
 		return keep.Union(more), err
 	}
 	var result cpuset.CPUSet
 	if affinity != 0 {
-		aligned := p.cpusOf(affinity).Intersection(free)
-		taken, err := p.m.takeByTopology(aligned, min(n, aligned.Size()), p.opts)
+		aligned := p.alignedCPUs(affinity).Intersection(free)
+		taken, err := p.takeCPUs(aligned, min(n, aligned.Size()), near)
 		if err != nil {
 			return cpuset.CPUSet{}, err
 		}
 		result = taken
 	}
-	rest, err := p.m.takeByTopology(free.Difference(result), n-result.Size(), p.opts)
+	rest, err := p.takeCPUs(free.Difference(result), n-result.Size(), near|affinity)
 	if err != nil {
 		return cpuset.CPUSet{}, err
 	}
 	return result.Union(rest), nil
+}
+
+// alignedCPUs are the CPUs of the affinity's NUMA nodes or, with
+// align-by-socket, of their sockets, as the kubelet's getAlignedCPUs.
+func (p *Policy) alignedCPUs(affinity numaMask) cpuset.CPUSet {
+	cpus := p.cpusOf(affinity)
+	if p.cfg.AlignBySocket {
+		for _, s := range p.socketsOf(cpus) {
+			cpus = cpus.Union(p.topo.CPUsOfSocket(s))
+		}
+	}
+	return cpus
+}
+
+// socketsOf lists the sockets of cpus.
+func (p *Policy) socketsOf(cpus cpuset.CPUSet) []int {
+	var out []int
+	for _, s := range p.topo.Sockets() {
+		if !p.topo.CPUsOfSocket(s).Intersection(cpus).IsEmpty() {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (p *Policy) cpusOf(mask numaMask) cpuset.CPUSet {

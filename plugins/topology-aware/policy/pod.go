@@ -35,6 +35,8 @@ type podState struct {
 	affinity numaMask
 	res      *reservation // pod scope: what is held for the pod, nil if nothing
 	closing  bool         // ReleasePod came while containers were still placed
+	// shared are its containers on the pod's shared pool (PoolPodShared), sorted.
+	shared []string
 }
 
 // reservation is what a pod admitted as a unit holds.
@@ -142,6 +144,89 @@ func (p *Policy) reservePod(req Request, mem map[memoryResource]uint64, free cpu
 		r.group, r.held = group, p.mm.plan(group, podMem)
 	}
 	return r, nil
+}
+
+// inPodSharedPool reports whether req runs on its pod's shared pool
+// (KEP-5526, the kubelet 1.37's pod scope): a container without exclusive
+// CPUs of its own in a Guaranteed pod with pod-level resources and a whole
+// number of CPUs for the pod, under the pod scope. The runtime does not show
+// the pod's spec, but a container with no CPU request of its own (the
+// minimum cpu shares) or a CPU limit other than its request can only belong
+// to a Guaranteed pod through pod-level resources. A Guaranteed container
+// with equal fractional request and limit cannot be told from one of a pod
+// without them: it stays on the shared pool.
+func (p *Policy) inPodSharedPool(req Request) bool {
+	podLevel := req.CPURequest == 0 || req.CPULimit != 0 && req.CPULimit != req.CPURequest
+	return p.podScope() && req.QOS == k8s.QOSGuaranteed && podLevel && podCPUs(req) > 0 && req.PodCPURequest%1000 == 0
+}
+
+// placePodShared places a container on its pod's shared pool: the CPUs of
+// the pod's reservation that its exclusive containers do not hold, and the
+// pod's memory nodes; its memory is the pod's, held by the reservation. The
+// pod's first container reserves the pod, as a first exclusive one does.
+// With no CPU left there (the exclusive containers hold the whole pod) it
+// is refused, as the kubelet refuses such a pod.
+func (p *Policy) placePodShared(req Request) (*entry, error) {
+	res, fresh := p.reservationOf(req.PodUID), (*reservation)(nil)
+	if res == nil {
+		if !p.reserves(req, 0) {
+			return p.placeShared(req, "shared: its pod's CPUs were placed without a reservation")
+		}
+		mem := map[memoryResource]uint64{}
+		if req.QOS == k8s.QOSGuaranteed {
+			mem = requested(req)
+		}
+		r, err := p.reservePod(req, mem, p.freeExclusive())
+		if err != nil {
+			return nil, err
+		}
+		res, fresh = r, r
+	}
+	cpus := res.free()
+	if cpus.IsEmpty() {
+		return nil, fmt.Errorf("%w: %s: no CPU of its pod's %s on NUMA nodes {%s} is left for its containers without exclusive CPUs: "+
+			"the pod's exclusive containers hold them all (the kubelet refuses such a pod); give the pod more CPUs than its exclusive containers request",
+			ErrInsufficientCPUs, name(req), cpuCount(res.cpus.Size()), res.affinity)
+	}
+	e := &entry{req: req, reserve: fresh, pl: Placement{
+		ContainerID: req.ContainerID, PodUID: req.PodUID, Pool: PoolPodShared, CPUs: cpus,
+		Mems: p.podSharedMems(res, cpus, req.CPULessMemory), NUMANodes: res.affinity.nodes(),
+		Reason: fmt.Sprintf("pod-shared: no exclusive CPUs of its own in a Guaranteed pod with pod-level resources: "+
+			"its pod's CPUs that the pod's exclusive containers do not hold, of its %s on NUMA nodes {%s} (topology manager scope pod)",
+			cpuCount(res.cpus.Size()), res.affinity),
+	}}
+	return e, nil
+}
+
+// podSharedMems is the cpuset.mems of a pod's shared pool: the pod's memory
+// group, else the nodes of its CPUs.
+func (p *Policy) podSharedMems(r *reservation, cpus cpuset.CPUSet, cpuLess bool) cpuset.CPUSet {
+	if r.group != 0 {
+		return p.mems(r.group.nodes(), cpuLess)
+	}
+	return p.mems(p.topo.NodesOfCPUs(cpus), cpuLess)
+}
+
+// podSharedChanges moves the pod's shared containers other than except to
+// what is now its shared pool, and returns their new placements.
+func (p *Policy) podSharedChanges(podUID, except string) []Placement {
+	pod := p.pods[podUID]
+	if pod == nil || pod.res == nil || len(pod.shared) == 0 {
+		return nil
+	}
+	cpus := pod.res.free()
+	var changed []Placement
+	for _, id := range pod.shared {
+		e := p.containers[id]
+		if e.pl.CPUs.Equal(cpus) {
+			continue
+		}
+		e.pl.CPUs, e.pl.Mems = cpus, p.podSharedMems(pod.res, cpus, e.req.CPULessMemory)
+		if id != except {
+			changed = append(changed, clonePlacement(e.pl))
+		}
+	}
+	return changed
 }
 
 // inPod is what of a container's memory its pod's reservation covers: what

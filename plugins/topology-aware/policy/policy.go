@@ -113,6 +113,20 @@ func validateOptions(cfg Config) error {
 	default:
 		return fmt.Errorf("%w: topology scope %q: expected container or pod", ErrInvalidConfig, cfg.TopologyScope)
 	}
+	switch cfg.ReservedGuaranteed {
+	case "", ReservedGuaranteedExclusive, ReservedGuaranteedReserved, ReservedGuaranteedAllowFewer:
+	default:
+		return fmt.Errorf("%w: reserved-namespaces-guaranteed %q: expected %s, %s or %s", ErrInvalidConfig, cfg.ReservedGuaranteed,
+			ReservedGuaranteedExclusive, ReservedGuaranteedReserved, ReservedGuaranteedAllowFewer)
+	}
+	if cfg.AlignBySocket && cfg.TopologyPolicy == TopologySingleNUMANode {
+		// As the kubelet: a grant cannot be both on one node and socket-aligned.
+		return fmt.Errorf("%w: option align-by-socket cannot be used with topology policy %s", ErrInvalidConfig, TopologySingleNUMANode)
+	}
+	if cfg.MaxAllowableNUMANodes != 0 && cfg.MaxAllowableNUMANodes < DefaultMaxAllowableNUMANodes {
+		return fmt.Errorf("%w: max-allowable-numa-nodes %d: expected at least %d, as the kubelet", ErrInvalidConfig,
+			cfg.MaxAllowableNUMANodes, DefaultMaxAllowableNUMANodes)
+	}
 	if cfg.ReservedCPUCount < 0 {
 		return fmt.Errorf("%w: reserved CPU count %d is negative", ErrInvalidConfig, cfg.ReservedCPUCount)
 	}
@@ -177,9 +191,17 @@ func (p *Policy) initNUMA() error {
 	}
 	if tm.policy == TopologyNone || tm.policy == "" {
 		tm.policy = TopologyNone
-	} else if len(tm.nodes) > 16 {
-		return fmt.Errorf("%w: topology policy %q on %d NUMA nodes with CPUs: at most 16 are supported",
-			ErrInvalidConfig, tm.policy, len(tm.nodes))
+	} else if err := p.checkNUMANodeCount(len(tm.nodes)); err != nil {
+		return err
+	}
+	if p.cfg.AlignBySocket {
+		if sockets := len(p.m.groups[levelSocket]); sockets > len(tm.nodes) {
+			return fmt.Errorf("%w: option align-by-socket needs at least as many NUMA nodes as sockets, as the kubelet: this machine has %d sockets and %d NUMA nodes with CPUs",
+				ErrInvalidConfig, sockets, len(tm.nodes))
+		}
+		tm.alignBySocket = true
+		tm.nodesPerSocket = len(tm.nodes) / len(p.m.groups[levelSocket])
+		tm.socketsOf = func(m numaMask) int { return len(p.socketsOf(p.cpusOf(m))) }
 	}
 	for node := range p.cfg.ReservedMemory {
 		if _, ok := p.topo.Node(node); !ok {
@@ -206,6 +228,27 @@ func (p *Policy) initNUMA() error {
 				p.cpuLessNearby[n] = append(p.cpuLessNearby[n], c)
 			}
 		}
+	}
+	return nil
+}
+
+// checkNUMANodeCount refuses a Topology Manager policy on a machine with
+// more NUMA nodes than max-allowable-numa-nodes, as the kubelet does (it
+// counts every node, CPU-less ones included), and on one with more than 16
+// nodes with CPUs, beyond which the plugin cannot enumerate node sets.
+func (p *Policy) checkNUMANodeCount(withCPUs int) error {
+	limit := p.cfg.MaxAllowableNUMANodes
+	if limit == 0 {
+		limit = DefaultMaxAllowableNUMANodes
+	}
+	if all := len(p.topo.Nodes()); all > limit {
+		return fmt.Errorf("%w: topology policy %q on a machine with %d NUMA nodes (%d with CPUs): more than max-allowable-numa-nodes %d; "+
+			"the kubelet refuses it too: raise max-allowable-numa-nodes, or use topology policy none",
+			ErrInvalidConfig, p.cfg.TopologyPolicy, all, withCPUs, limit)
+	}
+	if withCPUs > 16 {
+		return fmt.Errorf("%w: topology policy %q on %d NUMA nodes with CPUs: at most 16 are supported",
+			ErrInvalidConfig, p.cfg.TopologyPolicy, withCPUs)
 	}
 	return nil
 }
@@ -245,13 +288,39 @@ func (p *Policy) classify(req Request) (PoolKind, int, error) {
 		return "", 0, fmt.Errorf("%w: %s: CPU preference %q: expected %q, %q, %q or %q",
 			ErrInvalidRequest, name(req), req.CPU, CPUShared, CPUReserved, CPUIsolatedPrefer, CPUIsolatedRequire)
 	}
-	if p.reservedNS[req.Namespace] {
+	exclusive := ownsExclusive(req)
+	if p.reservedNS[req.Namespace] && !(exclusive && p.reservedGuaranteed() == ReservedGuaranteedExclusive) {
 		return PoolReserved, 0, nil
 	}
-	if req.QOS == k8s.QOSGuaranteed && req.CPURequest > 0 && req.CPURequest%1000 == 0 {
+	switch {
+	case exclusive:
 		return PoolExclusive, int(req.CPURequest / 1000), nil
+	case p.inPodSharedPool(req):
+		return PoolPodShared, 0, nil
 	}
 	return PoolShared, 0, nil
+}
+
+// ownsExclusive is the kubelet's static policy: a Guaranteed container
+// with a whole number of CPUs. A pod with pod-level resources (KEP-2837)
+// is Guaranteed by its pod-level requests and limits, and then, as the
+// kubelet checks since KEP-5526, the container must be Guaranteed on its
+// own too: its CPU limit, where the runtime shows one (the CFS quota), equal
+// to its request. A container of a pod without pod-level resources always
+// is: such a pod is Guaranteed only when every container's limits equal its
+// requests.
+func ownsExclusive(req Request) bool {
+	return req.QOS == k8s.QOSGuaranteed && req.CPURequest > 0 && req.CPURequest%1000 == 0 &&
+		(req.CPULimit == 0 || req.CPULimit == req.CPURequest)
+}
+
+// reservedGuaranteed is the configured choice for Guaranteed containers in
+// reserved namespaces.
+func (p *Policy) reservedGuaranteed() ReservedGuaranteed {
+	if p.cfg.ReservedGuaranteed == "" {
+		return ReservedGuaranteedExclusive
+	}
+	return p.cfg.ReservedGuaranteed
 }
 
 func name(req Request) string {
@@ -292,7 +361,7 @@ func (p *Policy) Allocate(req Request) (Placement, []Placement, error) {
 		return Placement{}, nil, err
 	}
 	p.assign(e)
-	return e.pl, p.sharedChanges(before, req.ContainerID), nil
+	return e.pl, p.changes(before, req.PodUID, req.ContainerID), nil
 }
 
 // Resize changes the resources of a known container in place: an exclusive
@@ -318,7 +387,7 @@ func (p *Policy) Resize(req Request) (Placement, []Placement, error) {
 		return Placement{}, nil, fmt.Errorf("resize: %w", err)
 	}
 	p.assign(e)
-	return e.pl, p.sharedChanges(before, req.ContainerID), nil
+	return e.pl, p.changes(before, req.PodUID, req.ContainerID), nil
 }
 
 // Release forgets a container; an unknown id is a no-op. It returns the
@@ -333,7 +402,14 @@ func (p *Policy) Release(containerID string) []Placement {
 	if pod := p.pods[e.pl.PodUID]; pod != nil && pod.closing && pod.containers == 0 {
 		p.forgetPod(e.pl.PodUID)
 	}
-	return p.sharedChanges(before, containerID)
+	return p.changes(before, e.pl.PodUID, containerID)
+}
+
+// changes are the placements of the containers other than except that a
+// change in the pod podUID moved: the shared containers when the shared
+// pool was before and is no more, and the pod's own shared containers.
+func (p *Policy) changes(before cpuset.CPUSet, podUID, except string) []Placement {
+	return append(p.sharedChanges(before, except), p.podSharedChanges(podUID, except)...)
 }
 
 // assign records a placed container and its grant.
@@ -361,6 +437,9 @@ func (p *Policy) assign(e *entry) {
 	case PoolShared:
 		i, _ := slices.BinarySearch(p.sharedIDs, id)
 		p.sharedIDs = slices.Insert(p.sharedIDs, i, id)
+	case PoolPodShared:
+		i, _ := slices.BinarySearch(pod.shared, id)
+		pod.shared = slices.Insert(pod.shared, i, id)
 	}
 	p.mm.takeFree(e.cpuLess)
 	if e.group != 0 {
@@ -394,6 +473,10 @@ func (p *Policy) unassign(e *entry) {
 	case PoolShared:
 		if i, found := slices.BinarySearch(p.sharedIDs, id); found {
 			p.sharedIDs = slices.Delete(p.sharedIDs, i, i+1)
+		}
+	case PoolPodShared:
+		if i, found := slices.BinarySearch(pod.shared, id); found {
+			pod.shared = slices.Delete(pod.shared, i, i+1)
 		}
 	}
 	if e.group != 0 {

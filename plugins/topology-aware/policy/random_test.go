@@ -15,16 +15,23 @@ import (
 	"github.com/nri-suite/nri-suite/common/k8s"
 )
 
-// randomConfigs are the configurations the random sequences run under.
+// randomConfigs are the configurations the random sequences run under. The
+// Topology Manager policies allow 12 NUMA nodes, so that they run on the
+// 12-node fixture too.
 func randomConfigs() map[string]Config {
 	return map[string]Config{
 		"default":               {ReservedCPUCount: 1, ReservedNamespaces: []string{"kube-system"}},
-		"full-pcpus-restricted": {ReservedCPUCount: 2, FullPCPUsOnly: true, TopologyPolicy: TopologyRestricted},
+		"kubelet-packing":       {ReservedCPUCount: 1, ReservedNamespaces: []string{"kube-system"}, KubeletPacking: true},
+		"full-pcpus-restricted": {ReservedCPUCount: 2, FullPCPUsOnly: true, TopologyPolicy: TopologyRestricted, MaxAllowableNUMANodes: 12},
 		"distribute-best-effort-pod": {ReservedCPUCount: 1, DistributeAcrossNUMA: true, TopologyPolicy: TopologyBestEffort,
-			TopologyScope: ScopePod, StrictReservation: true},
+			TopologyScope: ScopePod, StrictReservation: true, MaxAllowableNUMANodes: 12},
 		"uncore-single-numa-closest": {ReservedCPUCount: 1, AlignByUncoreCache: true, TopologyPolicy: TopologySingleNUMANode,
-			PreferClosestNUMA: true},
-		"spread-restricted-closest": {SpreadAcrossCores: true, TopologyPolicy: TopologyRestricted, PreferClosestNUMA: true},
+			PreferClosestNUMA: true, MaxAllowableNUMANodes: 12},
+		"spread-restricted-closest": {SpreadAcrossCores: true, TopologyPolicy: TopologyRestricted, PreferClosestNUMA: true,
+			MaxAllowableNUMANodes: 12},
+		"socket-restricted-pod-reserved": {ReservedCPUCount: 2, AlignBySocket: true, TopologyPolicy: TopologyRestricted,
+			TopologyScope: ScopePod, ReservedNamespaces: []string{"kube-system"}, ReservedGuaranteed: ReservedGuaranteedAllowFewer,
+			MaxAllowableNUMANodes: 12},
 	}
 }
 
@@ -39,11 +46,14 @@ func randomRequest(rng *rand.Rand, id string, pods []string, n int) Request {
 		req.PodCPURequest = int64(max(1, (i%2+1)*n/8)) * 1000
 		req.PodMemory = int64(i%3) * gib
 	}
-	switch rng.IntN(8) {
+	switch rng.IntN(9) {
 	case 0, 1, 2:
 		req.QOS = k8s.QOSGuaranteed
 		req.CPURequest = int64(1+rng.IntN(max(1, n/4))) * 1000
 		req.Memory = int64(rng.IntN(3)) * gib
+		if rng.IntN(6) == 0 {
+			req.Namespace = "kube-system"
+		}
 		if rng.IntN(3) == 0 { // large enough to fill the 16 GiB HBM nodes of nps4-2s-12n-256c-cpuless
 			req.CPULessMemory = true
 			req.Memory = int64(rng.IntN(9)) * gib
@@ -61,6 +71,12 @@ func randomRequest(rng *rand.Rand, id string, pods []string, n int) Request {
 		req.QOS = k8s.QOSBurstable
 		req.CPURequest = int64(rng.IntN(4000))
 		req.Namespace = "kube-system"
+	case 7:
+		// A container of a Guaranteed pod with pod-level resources and no
+		// resources of its own: the pod's limits are its limits.
+		req.QOS = k8s.QOSGuaranteed
+		req.CPULimit = req.PodCPURequest
+		req.Memory = req.PodMemory
 	default:
 		req.QOS = k8s.QOSBurstable
 		req.CPURequest = int64(rng.IntN(4000))
@@ -100,6 +116,7 @@ func TestRandomSequences(t *testing.T) {
 				pods := ids("pod", 6)
 				live := map[string]Request{}
 				next, grants, restarts := 0, 0, 0
+				pools := map[PoolKind]int{}
 				for step := range steps {
 					what := rng.IntN(11)
 					switch {
@@ -117,12 +134,15 @@ func TestRandomSequences(t *testing.T) {
 						if pl.Pool == PoolExclusive || pl.Pool == PoolIsolated {
 							grants++
 						}
+						pools[pl.Pool]++
 						assert.Equal(t, id, pl.ContainerID)
 						assertChangedAreCurrent(t, p, changed)
+						assertMovedAreReported(t, before, p, changed, id)
 					case what < 7:
 						id := pick(rng, live)
 						req := randomRequest(rng, id, pods, n)
 						req.PodUID, req.Pod = live[id].PodUID, live[id].Pod
+						all := p.Placements()
 						before, _ := p.Placement(id)
 						pl, changed, err := p.Resize(req)
 						if err != nil {
@@ -136,13 +156,16 @@ func TestRandomSequences(t *testing.T) {
 							assert.Equal(t, min(before.CPUs.Size(), pl.CPUs.Size()), kept, "step %d: resize moved CPUs it could keep", step)
 						}
 						assertChangedAreCurrent(t, p, changed)
+						assertMovedAreReported(t, all, p, changed, id)
 					case what < 9:
 						id := pick(rng, live)
+						all := p.Placements()
 						changed := p.Release(id)
 						delete(live, id)
 						_, found := p.Placement(id)
 						assert.False(t, found)
 						assertChangedAreCurrent(t, p, changed)
+						assertMovedAreReported(t, all, p, changed, id)
 					case what < 10:
 						p = restart(t, p, topo, cfg)
 						restarts++
@@ -152,9 +175,15 @@ func TestRandomSequences(t *testing.T) {
 					}
 					require.NoError(t, p.Check(), "step %d", step)
 				}
-				if grantable {
+				// A 2-CPU machine with a CPU reserved has none to grant
+				// beside a shared pool.
+				if grantable && n >= 4 {
 					assert.Positive(t, grants, "no exclusive grant was made")
 				}
+				if p.podScope() && n >= 4 {
+					assert.Positive(t, pools[PoolPodShared], "no container ran on its pod's shared pool")
+				}
+				t.Logf("placed by pool: %v", pools)
 				assert.Positive(t, restarts, "no restart happened")
 				for id := range live {
 					p.Release(id)
@@ -189,6 +218,21 @@ func assertChangedAreCurrent(t *testing.T, p *Policy, changed []Placement) {
 		if assert.True(t, ok) {
 			assert.Equal(t, cur, c)
 		}
+	}
+}
+
+// assertMovedAreReported: every container other than the subject whose
+// placement an operation changed is among the changes it reported, which
+// the plugin sends the runtime as updates.
+func assertMovedAreReported(t *testing.T, before []Placement, p *Policy, changed []Placement, subject string) {
+	t.Helper()
+	for _, old := range before {
+		cur, ok := p.Placement(old.ContainerID)
+		if !ok || old.ContainerID == subject || (cur.CPUs.Equal(old.CPUs) && cur.Mems.Equal(old.Mems)) {
+			continue
+		}
+		assert.True(t, slices.ContainsFunc(changed, func(c Placement) bool { return c.ContainerID == old.ContainerID }),
+			"container %s moved from %q/%q to %q/%q unreported", old.ContainerID, old.CPUs, old.Mems, cur.CPUs, cur.Mems)
 	}
 }
 

@@ -200,13 +200,17 @@ func (p *Policy) reset() {
 	p.shared = p.sharedPool(p.exclusive)
 }
 
-// refreshShared sets every shared container to the final shared pool.
+// refreshShared sets every shared container to the final shared pool, and
+// every pod's shared containers to their pod's.
 func (p *Policy) refreshShared() {
 	nodes := p.topo.NodesOfCPUs(p.shared)
 	for _, id := range p.sharedIDs {
 		e := p.containers[id]
 		e.pl.CPUs = p.shared
 		e.pl.Mems = p.mems(nodes, e.req.CPULessMemory)
+	}
+	for uid := range p.pods {
+		p.podSharedChanges(uid, "")
 	}
 }
 
@@ -228,6 +232,7 @@ func (p *Policy) fromCheckpoint(r Running, s SavedContainer, sharedRunning int) 
 	case pl.Pool == pool:
 	case pool == PoolIsolated && req.CPU == CPUIsolatedPrefer && pl.Pool == PoolExclusive:
 	case pool == PoolReserved && p.reserved.IsEmpty() && pl.Pool == PoolShared:
+	case pool == PoolPodShared && pl.Pool == PoolShared: // its pod had no reservation
 	default:
 		return nil, fmt.Errorf("checkpointed in the %s pool, its request now belongs in the %s pool", pl.Pool, pool)
 	}
@@ -239,6 +244,16 @@ func (p *Policy) fromCheckpoint(r Running, s SavedContainer, sharedRunning int) 
 			e.pl.CPUs = p.reserved
 		}
 		e.pl.Mems = p.mems(p.topo.NodesOfCPUs(e.pl.CPUs), req.CPULessMemory)
+		return e, nil
+	case PoolPodShared:
+		// On what its pod's restored reservation leaves, which the grants
+		// restored after it may still shrink (refreshShared).
+		res := p.reservationOf(req.PodUID)
+		if res == nil || res.free().IsEmpty() {
+			return nil, fmt.Errorf("on its pod's shared pool, but the pod's reservation was not restored or leaves it no CPU")
+		}
+		e.pl.CPUs = res.free()
+		e.pl.Mems = p.podSharedMems(res, e.pl.CPUs, req.CPULessMemory)
 		return e, nil
 	}
 	if !r.CPUs.IsEmpty() && !r.CPUs.Equal(pl.CPUs) {
@@ -280,7 +295,7 @@ func (p *Policy) fromRunning(r Running, sharedRunning int) (*entry, error) {
 	switch pool {
 	case PoolShared:
 		return p.placeShared(req, "shared: adopted after a restart")
-	case PoolReserved:
+	case PoolReserved, PoolPodShared:
 		return p.place(req, cpuset.CPUSet{})
 	}
 	if r.CPUs.IsEmpty() {

@@ -30,9 +30,10 @@ type staticCase struct {
 
 func cpus(ids ...int) cpuset.CPUSet { return cpuset.New(ids...) }
 
-// kubeletState builds the policy in the case's state: the CPUs the kubelet
-// knows (default cpuset, assignments, reserved) are the available ones, and
-// the assignments are running containers adopted where they run.
+// policy builds the policy in the case's state, with the kubelet's own
+// packing (option kubelet-packing): the CPUs the kubelet knows (default
+// cpuset, assignments, reserved) are the available ones, and the
+// assignments are running containers adopted where they run.
 func (c staticCase) policy(t *testing.T) *Policy {
 	t.Helper()
 	topo := kubeletTopology(t, c.topo)
@@ -50,7 +51,7 @@ func (c staticCase) policy(t *testing.T) *Policy {
 			running = append(running, Running{Request: guaranteed(id, int64(set.Size())*1000, 0), CPUs: set})
 		}
 	}
-	p := newPolicy(t, topo, Config{AvailableCPUs: available, ReservedCPUs: reserved, FullPCPUsOnly: c.fullPCPUs})
+	p := newPolicy(t, topo, Config{AvailableCPUs: available, ReservedCPUs: reserved, FullPCPUsOnly: c.fullPCPUs, KubeletPacking: true})
 	report := p.Restore(Snapshot{}, running)
 	require.Len(t, report.Adopted, len(running), "the kubelet's state must be adopted as it is: %+v", report)
 	return p
@@ -171,7 +172,7 @@ func TestKubeletStaticPolicyAdd(t *testing.T) {
 // TestKubeletTopologyAwareAllocateCPUs: the kubelet's
 // TestTopologyAwareAllocateCPUs, CPUs of the admitted NUMA node first.
 func TestKubeletTopologyAwareAllocateCPUs(t *testing.T) {
-	p := newPolicy(t, kubeletTopology(t, "topoDualSocketHT"), Config{})
+	p := newPolicy(t, kubeletTopology(t, "topoDualSocketHT"), Config{KubeletPacking: true})
 	for _, c := range []struct {
 		name     string
 		n        int

@@ -16,6 +16,11 @@ const (
 	PoolReserved  PoolKind = "reserved"  // the reserved CPUs: kube-system and containers annotated for it
 	PoolExclusive PoolKind = "exclusive" // an exclusive grant of whole CPUs
 	PoolIsolated  PoolKind = "isolated"  // an exclusive grant taken from the kernel-isolated CPUs
+	// PoolPodShared: under the pod scope, a container of a pod with
+	// pod-level resources that has no exclusive CPUs of its own runs on
+	// what its pod's reservation holds beyond its exclusive containers'
+	// grants (the kubelet's pod shared pool, KEP-5526).
+	PoolPodShared PoolKind = "pod-shared"
 )
 
 // CPUPreference is what a container's annotation asks for; Auto follows the kubelet's static policy.
@@ -52,21 +57,53 @@ const (
 	ScopePod       TopologyScope = "pod"
 )
 
+// ReservedGuaranteed says where a Guaranteed container with an integer CPU
+// request goes when its pod is in a reserved namespace.
+type ReservedGuaranteed string
+
+// The choices for such a container.
+const (
+	// ReservedGuaranteedExclusive: exclusive CPUs, as the kubelet gives them (the default).
+	ReservedGuaranteedExclusive ReservedGuaranteed = "exclusive"
+	// ReservedGuaranteedReserved: the reserved CPUs; refused when they are
+	// fewer than its request.
+	ReservedGuaranteedReserved ReservedGuaranteed = "reserved"
+	// ReservedGuaranteedAllowFewer: the reserved CPUs, even when they are
+	// fewer than its request, with a warning.
+	ReservedGuaranteedAllowFewer ReservedGuaranteed = "reserved-allow-fewer"
+)
+
+// DefaultMaxAllowableNUMANodes is the kubelet's default for the Topology
+// Manager's max-allowable-numa-nodes, and its minimum.
+const DefaultMaxAllowableNUMANodes = 8
+
 // Config is the validated policy configuration (the config package builds it from YAML).
 type Config struct {
-	AvailableCPUs        cpuset.CPUSet // empty: all online CPUs of the topology
-	ReservedCPUs         cpuset.CPUSet // explicit reserved CPUs; exclusive with ReservedCPUCount
-	ReservedCPUCount     int           // or: this many CPUs, chosen topology-first from the lowest ids (like the kubelet)
-	ReservedNamespaces   []string      // pods in these namespaces run on the reserved CPUs (default kube-system)
+	AvailableCPUs      cpuset.CPUSet // empty: all online CPUs of the topology
+	ReservedCPUs       cpuset.CPUSet // explicit reserved CPUs; exclusive with ReservedCPUCount
+	ReservedCPUCount   int           // or: this many CPUs, chosen topology-first from the lowest ids (like the kubelet)
+	ReservedNamespaces []string      // pods in these namespaces run on the reserved CPUs (default kube-system)
+	// ReservedGuaranteed: where their Guaranteed containers with integer
+	// CPU requests go; empty means ReservedGuaranteedExclusive.
+	ReservedGuaranteed   ReservedGuaranteed
 	FullPCPUsOnly        bool
 	DistributeAcrossNUMA bool
 	SpreadAcrossCores    bool
 	AlignByUncoreCache   bool
+	AlignBySocket        bool // the kubelet's align-by-socket: hints and aligned CPUs by socket
 	StrictReservation    bool // reserved CPUs also leave the shared pool
-	TopologyPolicy       TopologyPolicy
-	TopologyScope        TopologyScope
-	PreferClosestNUMA    bool
-	ReservedMemory       map[int]uint64 // per NUMA node, bytes kept back from Memory Manager accounting
+	// KubeletPacking chooses exclusive CPUs exactly as the kubelet does,
+	// packed over every free CPU, instead of within the fewest, closest NUMA
+	// nodes that have room (nodepref.go).
+	KubeletPacking    bool
+	TopologyPolicy    TopologyPolicy
+	TopologyScope     TopologyScope
+	PreferClosestNUMA bool
+	// MaxAllowableNUMANodes: under a topology policy other than none, a
+	// machine with more NUMA nodes is refused, as the kubelet refuses it;
+	// 0 means DefaultMaxAllowableNUMANodes.
+	MaxAllowableNUMANodes int
+	ReservedMemory        map[int]uint64 // per NUMA node, bytes kept back from Memory Manager accounting
 }
 
 // Device is a device the container got, located on the machine (from common/topology/locality).
@@ -111,6 +148,10 @@ type Placement struct {
 	Memory      int64            `json:"memory,omitempty"`    // bytes accounted on Mems (exclusive Guaranteed only)
 	HugePages   map[uint64]int64 `json:"hugePages,omitempty"` // page size in bytes -> bytes accounted on Mems
 	Reason      string           `json:"reason"`              // one human-readable line: why this pool and these CPUs
+	// Warning says what an operator should know about a placement the
+	// configuration allows but the request did not ask for (a Guaranteed
+	// container kept on fewer reserved CPUs than it requests).
+	Warning string `json:"warning,omitempty"`
 	// Unplaced: at a restore the container could be neither kept, adopted
 	// nor placed as its request asks; it is confined to the shared pool
 	// (Pool shared) until a resize or a later restore places it.
