@@ -15,6 +15,7 @@ package policy
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 )
 
@@ -64,6 +65,7 @@ type hint struct {
 type provider struct {
 	resource string
 	hints    []hint
+	why      string // why there are no hints, if the resource can tell
 }
 
 // topologyManager merges hints under a policy.
@@ -316,26 +318,81 @@ func (tm *topologyManager) deviceHints(devices numaMask) provider {
 	return provider{resource: "devices", hints: out}
 }
 
-// describe says, for an error, where each resource would fit; under
-// single-numa-node only single nodes count.
-func describe(providers []provider, singleNode bool) string {
+// explain says, for a refusal, which resource's hints disagreed: a
+// resource that fits nowhere acceptable (on no single node, under
+// single-numa-node) on its own, else the resources whose preferred NUMA
+// nodes have none in common; then where each resource would fit.
+func (tm *topologyManager) explain(providers []provider) string {
+	singleNode := tm.policy == TopologySingleNUMANode
+	acceptable := func(p provider) []hint {
+		if singleNode {
+			return singleNodeHints(p.hints)
+		}
+		return p.hints
+	}
+	var cause []string
+	for _, p := range providers {
+		switch {
+		case len(p.hints) == 0:
+			cause = append(cause, p.resource+" fits on no set of NUMA nodes"+p.why)
+		case len(acceptable(p)) == 0 && singleNode:
+			cause = append(cause, p.resource+" fits on no single NUMA node")
+		}
+	}
+	if len(cause) == 0 {
+		cause = append(cause, tm.disagreement(providers, acceptable))
+	}
+	return strings.Join(cause, "; ") + " (" + describe(providers, acceptable) + ")"
+}
+
+// disagreement names the resources whose preferred hints share no NUMA
+// nodes: every pair that does not agree, else all of them together.
+func (tm *topologyManager) disagreement(providers []provider, acceptable func(provider) []hint) string {
+	preferred := func(p provider) (masks []numaMask, anyNode bool) {
+		for _, h := range acceptable(p) {
+			if h.preferred && h.mask == 0 {
+				return nil, true
+			}
+			if h.preferred {
+				masks = append(masks, h.mask)
+			}
+		}
+		return masks, false
+	}
+	var pairs []string
+	for i := range providers {
+		for j := i + 1; j < len(providers); j++ {
+			a, anyA := preferred(providers[i])
+			b, anyB := preferred(providers[j])
+			if anyA || anyB || slices.ContainsFunc(a, func(m numaMask) bool { return slices.Contains(b, m) }) {
+				continue
+			}
+			pairs = append(pairs, fmt.Sprintf("the hints of %s and %s disagree: no NUMA nodes that both prefer", providers[i].resource, providers[j].resource))
+		}
+	}
+	if len(pairs) > 0 {
+		return strings.Join(pairs, "; ")
+	}
+	var names []string
+	for _, p := range providers {
+		names = append(names, p.resource)
+	}
+	return "the hints of " + strings.Join(names, ", ") + " disagree: no NUMA nodes that all prefer"
+}
+
+// describe says where each resource would fit, among its acceptable hints.
+func describe(providers []provider, acceptable func(provider) []hint) string {
 	var parts []string
 	for _, p := range providers {
-		hints := p.hints
-		if singleNode {
-			hints = singleNodeHints(hints)
-		}
 		var where []string
-		for _, h := range hints {
+		for _, h := range acceptable(p) {
 			if h.preferred && h.mask != 0 && len(where) < 4 {
 				where = append(where, "{"+h.mask.String()+"}")
 			}
 		}
 		switch {
 		case len(p.hints) == 0:
-			parts = append(parts, p.resource+" fits on no set of NUMA nodes")
-		case len(where) == 0 && singleNode:
-			parts = append(parts, p.resource+" fits on no single NUMA node")
+			parts = append(parts, p.resource+" fits nowhere")
 		case len(where) == 0:
 			parts = append(parts, p.resource+" has no preferred NUMA nodes")
 		default:

@@ -152,7 +152,11 @@ func (mm *memoryManager) hints(req map[memoryResource]uint64) provider {
 	for i := range out {
 		out[i].preferred = out[i].mask.count() == minSize
 	}
-	return provider{resource: "memory", hints: out}
+	why := ""
+	if len(out) == 0 {
+		why = ": " + mm.whyNoGroup(req)
+	}
+	return provider{resource: "memory", hints: out, why: why}
 }
 
 // canGroup reports whether the nodes of mask may serve one container

@@ -5,6 +5,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
@@ -59,9 +60,9 @@ func (p *Policy) newEntry(req Request, pool PoolKind, cpus cpuset.CPUSet, affini
 }
 
 func (p *Policy) placeReserved(req Request) (*entry, error) {
-	cpus, what := p.reserved, "the "+cpuCount(p.reserved.Size())+" reserved"
+	cpus, what := p.reserved, fmt.Sprintf("the %d reserved CPUs %q", p.reserved.Size(), p.reserved)
 	if p.reserved.IsEmpty() {
-		cpus, what = p.shared, "the shared pool's"
+		cpus, what = p.shared, fmt.Sprintf("the %d CPUs of the shared pool %q (none are reserved)", p.shared.Size(), p.shared)
 	}
 	warning, err := p.squeezed(req, what, cpus)
 	if err != nil {
@@ -84,7 +85,8 @@ func (p *Policy) placeReserved(req Request) (*entry, error) {
 }
 
 // squeezed checks a Guaranteed container with an integer CPU request that
-// the configuration keeps in its reserved namespace's pool (what, cpus)
+// the configuration keeps in its reserved namespace's pool (cpus, described
+// by what)
 // rather than giving it exclusive CPUs as the kubelet would: it is refused
 // when the pool has fewer CPUs than it requests, unless the configuration
 // allows that, and then it runs with a warning. It is never squeezed
@@ -97,8 +99,8 @@ func (p *Policy) squeezed(req Request, what string, cpus cpuset.CPUSet) (string,
 	if cpus.Size() >= n {
 		return "", nil
 	}
-	msg := fmt.Sprintf("a Guaranteed request of %s in namespace %s, which reserved-namespaces-guaranteed: %s keeps on %s CPUs %q",
-		cpuCount(n), req.Namespace, p.reservedGuaranteed(), what, cpus)
+	msg := fmt.Sprintf("a Guaranteed request of %s in namespace %s, which reserved-namespaces-guaranteed: %s keeps on %s",
+		cpuCount(n), req.Namespace, p.reservedGuaranteed(), what)
 	if p.reservedGuaranteed() == ReservedGuaranteedAllowFewer {
 		return msg + ", fewer than it requests: its CPU quota allows more than it can use", nil
 	}
@@ -141,7 +143,7 @@ func (p *Policy) admit(req Request, who string, providers []provider) (numaMask,
 			who = name(req)
 		}
 		return 0, fmt.Errorf("%w: %s: topology manager policy %s cannot align the resources: %s",
-			ErrTopologyAffinity, who, p.tm.policy, describe(providers, p.tm.policy == TopologySingleNUMANode))
+			ErrTopologyAffinity, who, p.tm.policy, p.tm.explain(providers))
 	}
 	return best.mask, nil
 }
@@ -211,6 +213,9 @@ func (p *Policy) placeExclusive(req Request, pool PoolKind, n int, free, keep cp
 			}
 		}
 		affinity, err = p.admit(req, "", providers)
+		if err != nil && pool == PoolExclusive {
+			err = p.isolatedHeldBack(err, req, n, free, keep, providers)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -391,7 +396,33 @@ func (p *Policy) notEnough(req Request, pool PoolKind, n int, free cpuset.CPUSet
 	if p.cfg.FullPCPUsOnly {
 		msg += " (full-pcpus-only: CPUs of partly reserved, isolated or unavailable cores are not counted)"
 	}
+	if isolated := p.freeIsolated(); pool == PoolExclusive && n > free.Size() && n <= free.Size()+isolated.Size() {
+		msg += "; " + p.heldBackNote(isolated)
+	}
 	return fmt.Errorf("%w: %s", ErrInsufficientCPUs, msg)
+}
+
+// heldBackNote names the free isolated CPUs that an ordinary grant may not
+// take.
+func (p *Policy) heldBackNote(free cpuset.CPUSet) string {
+	return fmt.Sprintf("the isolated CPUs %q (the kernel's isolcpus; %d of them free) would make it fit, but they are held back for containers that ask for them "+
+		"(annotation cpu.nri-suite.io: prefer-isolated or require-isolated)", p.isolated, free.Size())
+}
+
+// isolatedHeldBack adds to a Topology Manager refusal of an ordinary grant
+// that the free isolated CPUs, which it may not take, would have let the
+// CPUs align: the refusal is then theirs.
+func (p *Policy) isolatedHeldBack(err error, req Request, n int, free, keep cpuset.CPUSet, providers []provider) error {
+	isolated := p.freeIsolated()
+	if isolated.IsEmpty() || len(providers) == 0 {
+		return err
+	}
+	withIsolated := slices.Clone(providers)
+	withIsolated[0] = p.tm.cpuHints(p.m, p.perNode(free.Union(isolated).Difference(keep)), p.perNode(keep), n)
+	if _, again := p.admit(req, "", withIsolated); again != nil {
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, p.heldBackNote(isolated))
 }
 
 // capacity is how many CPUs the pool could grant with no grant made.

@@ -257,3 +257,102 @@ func pl2req(t *testing.T, p *Policy, id string) Request {
 	t.Fatalf("no container %s", id)
 	return Request{}
 }
+
+// podLevel is a container of a Guaranteed pod with pod-level resources
+// (podMilli CPUs, podMemory bytes) and none of its own: the runtime shows
+// it the minimum cpu shares and the pod's limits, as the kubelet sets them.
+func podLevel(pod, id string, podMilli, podMemory int64) Request {
+	req := inPodOf(pod, id, 0, podMemory, podMilli, podMemory)
+	req.CPULimit = podMilli
+	return req
+}
+
+// TestPodSharedPool: under the pod scope, the containers of a Guaranteed
+// pod with pod-level resources that have no exclusive CPUs of their own run
+// on the CPUs of the pod's reservation that its exclusive containers do not
+// hold (the kubelet's pod shared pool, KEP-5526), and follow them; a
+// container whose grant would leave them none is refused, as the kubelet
+// refuses such a pod. Under the container scope they run on the node's
+// shared pool.
+func TestPodSharedPool(t *testing.T) {
+	snc := fixture(t, "snc-2s-4n-80c")
+	p := newPolicy(t, snc, Config{TopologyPolicy: TopologyRestricted, TopologyScope: ScopePod})
+	// The sidecar comes first: it reserves the pod and has all of it.
+	side, changed, err := p.Allocate(podLevel("P", "side", 4000, 4*gib))
+	require.NoError(t, err)
+	assert.Empty(t, changed)
+	assert.Equal(t, PoolPodShared, side.Pool, side.Reason)
+	assert.Equal(t, 4, side.CPUs.Size())
+	assert.Equal(t, []int{0}, nodesOf(snc, side.CPUs))
+	assert.Equal(t, "0", side.Mems.String(), "the pod's memory nodes")
+	assert.Zero(t, side.Memory, "its memory is the pod's")
+	pod := p.Snapshot().Pods
+	require.Len(t, pod, 1)
+	assert.Equal(t, side.CPUs, pod[0].CPUs, "the pod's reservation")
+
+	// An exclusive container takes its CPUs from the reservation, and the
+	// sidecar is moved off them in the same call.
+	appReq := inPodOf("P", "app", 2000, gib, 4000, 4*gib)
+	appReq.CPULimit = 2000
+	app, changed, err := p.Allocate(appReq)
+	require.NoError(t, err)
+	assert.Equal(t, PoolExclusive, app.Pool)
+	assert.True(t, app.CPUs.IsSubsetOf(side.CPUs), "%q from the pod's %q", app.CPUs, side.CPUs)
+	require.Len(t, changed, 1)
+	assert.Equal(t, "side", changed[0].ContainerID)
+	assert.Equal(t, side.CPUs.Difference(app.CPUs), changed[0].CPUs)
+	require.NoError(t, p.Check())
+
+	// A second sidecar shares what is left.
+	side2, _, err := p.Allocate(podLevel("P", "side2", 4000, 4*gib))
+	require.NoError(t, err)
+	assert.Equal(t, changed[0].CPUs, side2.CPUs)
+
+	// A grant that would take the rest is refused.
+	moreReq := inPodOf("P", "more", 2000, gib, 4000, 4*gib)
+	moreReq.CPULimit = 2000
+	_, _, err = p.Allocate(moreReq)
+	require.ErrorIs(t, err, ErrInsufficientCPUs)
+	assert.ErrorContains(t, err, "which would leave none of its pod's 4 CPUs for the pod's 2 containers without exclusive CPUs")
+
+	// A restart moves nothing.
+	p = restart(t, p, snc, Config{TopologyPolicy: TopologyRestricted, TopologyScope: ScopePod})
+
+	// The exclusive container goes: the sidecars get its CPUs back.
+	changed = p.Release("app")
+	require.Len(t, changed, 2)
+	for _, c := range changed {
+		assert.Equal(t, side.CPUs, c.CPUs, "%s", c.ContainerID)
+	}
+	require.NoError(t, p.Check())
+
+	// A container of its own resources but not Guaranteed on its own (its
+	// limit is the pod's) is no exclusive container.
+	half := inPodOf("P", "half", 1000, gib, 4000, 4*gib)
+	half.CPULimit = 4000
+	pl, _, err := p.Allocate(half)
+	require.NoError(t, err)
+	assert.Equal(t, PoolPodShared, pl.Pool)
+
+	// The container scope: the node's shared pool.
+	c := newPolicy(t, snc, Config{TopologyPolicy: TopologyRestricted})
+	pl, _, err = c.Allocate(podLevel("P", "side", 4000, 4*gib))
+	require.NoError(t, err)
+	assert.Equal(t, PoolShared, pl.Pool)
+	assert.Equal(t, c.SharedCPUs(), pl.CPUs)
+}
+
+// TestPodSharedPoolRefusedWhenGrantsTakeThePod: exclusive containers that
+// hold the whole pod leave nothing for a later container without exclusive
+// CPUs, which is refused.
+func TestPodSharedPoolRefusedWhenGrantsTakeThePod(t *testing.T) {
+	snc := fixture(t, "snc-2s-4n-80c")
+	p := newPolicy(t, snc, Config{TopologyPolicy: TopologyBestEffort, TopologyScope: ScopePod})
+	appReq := inPodOf("P", "app", 4000, gib, 4000, 4*gib)
+	_, _, err := p.Allocate(appReq)
+	require.NoError(t, err)
+	_, _, err = p.Allocate(podLevel("P", "side", 4000, 4*gib))
+	require.ErrorIs(t, err, ErrInsufficientCPUs)
+	assert.ErrorContains(t, err, "no CPU of its pod's 4 CPUs on NUMA nodes {0} is left for its containers without exclusive CPUs")
+	require.NoError(t, p.Check())
+}
