@@ -57,13 +57,13 @@ func TestRefusalNamesTheHintsThatDisagree(t *testing.T) {
 			want: []string{"the hints of cpu and devices disagree: no NUMA nodes that both prefer",
 				"cpu prefers NUMA nodes {0} or {1} or {2} or {3}; devices prefers NUMA nodes {1,2}"}},
 		{name: "restricted: memory on two nodes, devices on one", policy: TopologyRestricted,
-			req: withDevices(guaranteed("a", 2000, int64(node0.MemTotal)+gib), 3),
+			req:  withDevices(guaranteed("a", 2000, int64(node0.MemTotal)+gib), 3),
 			want: []string{"the hints of cpu and memory disagree", "the hints of memory and devices disagree", "devices prefers NUMA nodes {3}"}},
 		{name: "single-numa-node: memory of two nodes", policy: TopologySingleNUMANode,
 			req:  guaranteed("a", 2000, int64(node0.MemTotal)+gib),
 			want: []string{"memory fits on no single NUMA node", "cpu prefers NUMA nodes {0} or {1}"}},
 		{name: "restricted: more memory than the machine", policy: TopologyRestricted,
-			req: guaranteed("a", 2000, 5*int64(node0.MemTotal)),
+			req:  guaranteed("a", 2000, 5*int64(node0.MemTotal)),
 			want: []string{"memory fits on no set of NUMA nodes: only", "bytes of memory free on all the NUMA nodes together"}},
 	}
 	for _, tc := range tests {
