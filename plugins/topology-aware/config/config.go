@@ -10,6 +10,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,13 +29,20 @@ import (
 // otherwise, as the kubelet's reserved-cpus serve system daemons.
 var DefaultReservedNamespaces = []string{"kube-system"}
 
-// The names of the options key, each switching on one policy.Config flag.
+// The plugin's names of the options key, each switching on one
+// policy.Config flag.
 const (
 	OptionFullPCPUsOnly        = "full-pcpus-only"
 	OptionDistributeAcrossNUMA = "distribute-across-numa"
 	OptionSpreadAcrossCores    = "spread-across-cores"
 	OptionAlignByUncoreCache   = "align-by-uncore-cache"
+	OptionAlignBySocket        = "align-by-socket"
 	OptionStrictReservation    = "strict-reservation"
+	OptionKubeletPacking       = "kubelet-packing"
+	OptionPreferClosestNUMA    = "prefer-closest-numa-nodes"
+	// OptionMaxAllowableNUMANodes takes a number, so only in the mapping
+	// form of options (or as the key of the same name).
+	OptionMaxAllowableNUMANodes = "max-allowable-numa-nodes"
 )
 
 // options maps every option name to the flag it sets.
@@ -43,15 +51,24 @@ var options = map[string]func(*policy.Config){
 	OptionDistributeAcrossNUMA: func(c *policy.Config) { c.DistributeAcrossNUMA = true },
 	OptionSpreadAcrossCores:    func(c *policy.Config) { c.SpreadAcrossCores = true },
 	OptionAlignByUncoreCache:   func(c *policy.Config) { c.AlignByUncoreCache = true },
+	OptionAlignBySocket:        func(c *policy.Config) { c.AlignBySocket = true },
 	OptionStrictReservation:    func(c *policy.Config) { c.StrictReservation = true },
+	OptionKubeletPacking:       func(c *policy.Config) { c.KubeletPacking = true },
+	OptionPreferClosestNUMA:    func(c *policy.Config) { c.PreferClosestNUMA = true },
 }
 
-// Options lists the option names, sorted.
+// KubeletAliases are the kubelet's names (cpuManagerPolicyOptions,
+// topologyManagerPolicyOptions) of the plugin's options, where they differ.
+var KubeletAliases = map[string]string{
+	"distribute-cpus-across-numa":      OptionDistributeAcrossNUMA,
+	"distribute-cpus-across-cores":     OptionSpreadAcrossCores,
+	"prefer-align-cpus-by-uncorecache": OptionAlignByUncoreCache,
+	"strict-cpu-reservation":           OptionStrictReservation,
+}
+
+// Options lists the plugin's option names, sorted.
 func Options() []string {
-	names := make([]string, 0, len(options))
-	for name := range options {
-		names = append(names, name)
-	}
+	names := append(slices.Collect(maps.Keys(options)), OptionMaxAllowableNUMANodes)
 	slices.Sort(names)
 	return names
 }
@@ -71,8 +88,17 @@ type File struct {
 	// ReservedNamespaces are the namespaces whose pods run on the reserved
 	// CPUs. Default: kube-system; an empty list means none.
 	ReservedNamespaces []string `yaml:"reserved-namespaces"`
-	// Options switch on allocation options by name (see Options).
-	Options []string `yaml:"options"`
+	// Options switch on allocation options by name (see Options and
+	// KubeletAliases): a list, or a mapping of names to values as the
+	// kubelet's policy options are written.
+	Options OptionSet `yaml:"options"`
+	// MaxAllowableNUMANodes is the Topology Manager's
+	// max-allowable-numa-nodes: 0 means the kubelet's default, 8.
+	MaxAllowableNUMANodes int `yaml:"max-allowable-numa-nodes"`
+	// ReservedNamespacesGuaranteed says where a Guaranteed container with
+	// an integer CPU request of a reserved namespace goes: exclusive
+	// (default), reserved or reserved-allow-fewer.
+	ReservedNamespacesGuaranteed string `yaml:"reserved-namespaces-guaranteed"`
 	// TopologyPolicy is the Topology Manager policy: none (default),
 	// best-effort, restricted or single-numa-node.
 	TopologyPolicy string `yaml:"topology-policy"`
@@ -196,10 +222,26 @@ func (f File) policyConfig() (policy.Config, error) {
 		}
 		seen[ns] = true
 	}
-	if err := applyOptions(&cfg, f.Options); err != nil {
+	if err := f.Options.apply(&cfg); err != nil {
 		return cfg, err
 	}
+	if f.MaxAllowableNUMANodes != 0 {
+		if cfg.MaxAllowableNUMANodes != 0 {
+			return cfg, fmt.Errorf("max-allowable-numa-nodes is set both as a key (%d) and as an option (%d): expected one of them",
+				f.MaxAllowableNUMANodes, cfg.MaxAllowableNUMANodes)
+		}
+		cfg.MaxAllowableNUMANodes = f.MaxAllowableNUMANodes
+	}
+	if cfg.MaxAllowableNUMANodes != 0 && cfg.MaxAllowableNUMANodes < policy.DefaultMaxAllowableNUMANodes {
+		return cfg, fmt.Errorf("max-allowable-numa-nodes: %d: expected at least %d, as the kubelet",
+			cfg.MaxAllowableNUMANodes, policy.DefaultMaxAllowableNUMANodes)
+	}
 	var err error
+	if cfg.ReservedGuaranteed, err = plugin.OneOf("reserved-namespaces-guaranteed", f.ReservedNamespacesGuaranteed,
+		policy.ReservedGuaranteedExclusive, policy.ReservedGuaranteedExclusive, policy.ReservedGuaranteedReserved,
+		policy.ReservedGuaranteedAllowFewer); err != nil {
+		return cfg, err
+	}
 	if cfg.TopologyPolicy, err = plugin.OneOf("topology-policy", f.TopologyPolicy, policy.TopologyNone,
 		policy.TopologyNone, policy.TopologyBestEffort, policy.TopologyRestricted, policy.TopologySingleNUMANode); err != nil {
 		return cfg, err
@@ -214,18 +256,96 @@ func (f File) policyConfig() (policy.Config, error) {
 	return cfg, nil
 }
 
-func applyOptions(cfg *policy.Config, names []string) error {
-	seen := map[string]bool{}
-	for _, name := range names {
-		set, ok := options[name]
-		if !ok {
-			return fmt.Errorf("options: unknown option %s: expected any of %s", quote.Value(name), strings.Join(Options(), ", "))
+// OptionSet is the options key as written: a YAML list of names, or a
+// mapping of names to values, the form of the kubelet's
+// cpuManagerPolicyOptions and topologyManagerPolicyOptions ("true" or
+// "false", a number for max-allowable-numa-nodes).
+type OptionSet struct {
+	entries []optionEntry
+}
+
+type optionEntry struct {
+	name, value string
+	mapped      bool // written in the mapping form, with a value
+	line        int
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (o *OptionSet) UnmarshalYAML(node *yaml.Node) error {
+	scalar := func(n *yaml.Node, what string) (string, error) {
+		if n.Kind != yaml.ScalarNode {
+			return "", fmt.Errorf("line %d: options: expected %s, got a YAML %s", n.Line, what, kindName(n.Kind))
 		}
-		if seen[name] {
-			return fmt.Errorf("options: %s is listed twice", quote.Value(name))
+		return n.Value, nil
+	}
+	o.entries = nil
+	switch node.Kind {
+	case yaml.SequenceNode:
+		for _, item := range node.Content {
+			name, err := scalar(item, "an option name")
+			if err != nil {
+				return err
+			}
+			o.entries = append(o.entries, optionEntry{name: name, line: item.Line})
 		}
-		seen[name] = true
-		set(cfg)
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			name, err := scalar(node.Content[i], "an option name")
+			if err != nil {
+				return err
+			}
+			value, err := scalar(node.Content[i+1], "the option's value (\"true\", \"false\" or a number)")
+			if err != nil {
+				return err
+			}
+			o.entries = append(o.entries, optionEntry{name: name, value: value, mapped: true, line: node.Content[i].Line})
+		}
+	default:
+		return fmt.Errorf("line %d: options: expected a list of option names or a mapping of names to values, got a YAML %s",
+			node.Line, kindName(node.Kind))
+	}
+	return nil
+}
+
+// apply sets what the options say in cfg, each named once by either name.
+func (o OptionSet) apply(cfg *policy.Config) error {
+	seen := map[string]string{} // the plugin's name -> the name it was given as
+	for _, e := range o.entries {
+		name, alias := e.name, ""
+		if own, ok := KubeletAliases[name]; ok {
+			name, alias = own, name
+		}
+		set, known := options[name]
+		if !known && name != OptionMaxAllowableNUMANodes {
+			return fmt.Errorf("options: line %d: unknown option %s: expected any of %s, or the kubelet's %s",
+				e.line, quote.Value(e.name), strings.Join(Options(), ", "), strings.Join(slices.Sorted(maps.Keys(KubeletAliases)), ", "))
+		}
+		if first, twice := seen[name]; twice {
+			return fmt.Errorf("options: line %d: %s is listed twice (as %s and as %s)", e.line, quote.Value(name), quote.Value(first), quote.Value(e.name))
+		}
+		seen[name] = e.name
+		if alias != "" {
+			e.name = fmt.Sprintf("%s (the kubelet's name of %s)", alias, name)
+		}
+		if name == OptionMaxAllowableNUMANodes {
+			n, err := strconv.Atoi(e.value)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("options: line %d: %s: %s: expected a number of NUMA nodes, in the mapping form (%s: \"16\")",
+					e.line, OptionMaxAllowableNUMANodes, quote.Value(e.value), OptionMaxAllowableNUMANodes)
+			}
+			cfg.MaxAllowableNUMANodes = n
+			continue
+		}
+		on := true
+		if e.mapped {
+			var err error
+			if on, err = strconv.ParseBool(e.value); err != nil {
+				return fmt.Errorf("options: line %d: %s: %s: expected \"true\" or \"false\"", e.line, e.name, quote.Value(e.value))
+			}
+		}
+		if on {
+			set(cfg)
+		}
 	}
 	return nil
 }

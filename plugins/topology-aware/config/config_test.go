@@ -36,6 +36,7 @@ func TestParse(t *testing.T) {
 			yaml: "",
 			want: policy.Config{
 				ReservedNamespaces: []string{"kube-system"},
+				ReservedGuaranteed: policy.ReservedGuaranteedExclusive,
 				TopologyPolicy:     policy.TopologyNone,
 				TopologyScope:      policy.ScopeContainer,
 			},
@@ -46,7 +47,9 @@ func TestParse(t *testing.T) {
 available-cpus: "0-39"
 reserved-cpus: "0,20"
 reserved-namespaces: [kube-system, monitoring]
-options: [full-pcpus-only, distribute-across-numa, spread-across-cores, align-by-uncore-cache, strict-reservation]
+reserved-namespaces-guaranteed: reserved
+options: [full-pcpus-only, distribute-across-numa, spread-across-cores, align-by-uncore-cache, strict-reservation, kubelet-packing]
+max-allowable-numa-nodes: 9
 topology-policy: single-numa-node
 topology-scope: pod
 prefer-closest-numa-nodes: true
@@ -55,18 +58,58 @@ reserved-memory:
   2: "536870912"
 `,
 			want: policy.Config{
-				AvailableCPUs:        cpuset.Range(0, 39),
-				ReservedCPUs:         cpuset.New(0, 20),
-				ReservedNamespaces:   []string{"kube-system", "monitoring"},
-				FullPCPUsOnly:        true,
-				DistributeAcrossNUMA: true,
-				SpreadAcrossCores:    true,
-				AlignByUncoreCache:   true,
-				StrictReservation:    true,
-				TopologyPolicy:       policy.TopologySingleNUMANode,
-				TopologyScope:        policy.ScopePod,
-				PreferClosestNUMA:    true,
-				ReservedMemory:       map[int]uint64{0: 1 << 30, 2: 512 << 20},
+				AvailableCPUs:         cpuset.Range(0, 39),
+				ReservedCPUs:          cpuset.New(0, 20),
+				ReservedNamespaces:    []string{"kube-system", "monitoring"},
+				ReservedGuaranteed:    policy.ReservedGuaranteedReserved,
+				KubeletPacking:        true,
+				MaxAllowableNUMANodes: 9,
+				FullPCPUsOnly:         true,
+				DistributeAcrossNUMA:  true,
+				SpreadAcrossCores:     true,
+				AlignByUncoreCache:    true,
+				StrictReservation:     true,
+				TopologyPolicy:        policy.TopologySingleNUMANode,
+				TopologyScope:         policy.ScopePod,
+				PreferClosestNUMA:     true,
+				ReservedMemory:        map[int]uint64{0: 1 << 30, 2: 512 << 20},
+			},
+		},
+		{
+			name: "the kubelet's names, as a list",
+			yaml: `options: [distribute-cpus-across-numa, prefer-align-cpus-by-uncorecache, strict-cpu-reservation, align-by-socket, prefer-closest-numa-nodes]
+max-allowable-numa-nodes: 16
+reserved-namespaces-guaranteed: reserved-allow-fewer
+`,
+			want: policy.Config{
+				ReservedNamespaces:    []string{"kube-system"},
+				ReservedGuaranteed:    policy.ReservedGuaranteedAllowFewer,
+				DistributeAcrossNUMA:  true,
+				AlignByUncoreCache:    true,
+				StrictReservation:     true,
+				AlignBySocket:         true,
+				PreferClosestNUMA:     true,
+				MaxAllowableNUMANodes: 16,
+				TopologyPolicy:        policy.TopologyNone,
+				TopologyScope:         policy.ScopeContainer,
+			},
+		},
+		{
+			name: "the kubelet's policy options, as a mapping",
+			yaml: `options:
+  full-pcpus-only: "true"
+  distribute-cpus-across-cores: "false"
+  kubelet-packing: true
+  max-allowable-numa-nodes: "12"
+`,
+			want: policy.Config{
+				ReservedNamespaces:    []string{"kube-system"},
+				ReservedGuaranteed:    policy.ReservedGuaranteedExclusive,
+				FullPCPUsOnly:         true,
+				KubeletPacking:        true,
+				MaxAllowableNUMANodes: 12,
+				TopologyPolicy:        policy.TopologyNone,
+				TopologyScope:         policy.ScopeContainer,
 			},
 		},
 		{
@@ -75,6 +118,7 @@ reserved-memory:
 			want: policy.Config{
 				ReservedCPUCount:   2,
 				ReservedNamespaces: []string{},
+				ReservedGuaranteed: policy.ReservedGuaranteedExclusive,
 				TopologyPolicy:     policy.TopologyNone,
 				TopologyScope:      policy.ScopeContainer,
 			},
@@ -85,6 +129,7 @@ reserved-memory:
 			want: policy.Config{
 				ReservedCPUs:       cpuset.New(2),
 				ReservedNamespaces: []string{"kube-system"},
+				ReservedGuaranteed: policy.ReservedGuaranteedExclusive,
 				TopologyPolicy:     policy.TopologyNone,
 				TopologyScope:      policy.ScopeContainer,
 			},
@@ -111,8 +156,22 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown key", "reserved-cpu: 2", []string{"test.yaml", `unknown key "reserved-cpu"`}},
 		{"unknown option", "options: [full-pcpus-only, pack-tightly]",
-			[]string{"options", `"pack-tightly"`, "full-pcpus-only, spread-across-cores, strict-reservation"}},
+			[]string{"options", "line 1", `"pack-tightly"`, "full-pcpus-only, kubelet-packing, max-allowable-numa-nodes, prefer-closest-numa-nodes",
+				"or the kubelet's distribute-cpus-across-cores, distribute-cpus-across-numa, prefer-align-cpus-by-uncorecache, strict-cpu-reservation"}},
 		{"option twice", "options: [strict-reservation, strict-reservation]", []string{"options", `"strict-reservation"`, "twice"}},
+		{"option twice by the kubelet's name", "options: [strict-reservation, strict-cpu-reservation]",
+			[]string{"options", `"strict-reservation" is listed twice (as "strict-reservation" and as "strict-cpu-reservation")`}},
+		{"option value not a boolean", "options: {full-pcpus-only: yes-please}", []string{"options", "line 1", "full-pcpus-only", `"yes-please"`, `expected "true" or "false"`}},
+		{"option value of a kubelet name", "options: {strict-cpu-reservation: maybe}", []string{"strict-cpu-reservation (the kubelet's name of strict-reservation)", `"maybe"`}},
+		{"option without a value in the mapping", "options: {full-pcpus-only: }", []string{"full-pcpus-only", `""`, `expected "true" or "false"`}},
+		{"max-allowable-numa-nodes in the list", "options: [max-allowable-numa-nodes]", []string{"max-allowable-numa-nodes", "expected a number of NUMA nodes, in the mapping form"}},
+		{"max-allowable-numa-nodes not a number", "options: {max-allowable-numa-nodes: many}", []string{"max-allowable-numa-nodes", `"many"`}},
+		{"max-allowable-numa-nodes below the kubelet's", "max-allowable-numa-nodes: 4", []string{"max-allowable-numa-nodes: 4: expected at least 8"}},
+		{"max-allowable-numa-nodes twice", "max-allowable-numa-nodes: 10\noptions: {max-allowable-numa-nodes: \"12\"}",
+			[]string{"max-allowable-numa-nodes is set both as a key (10) and as an option (12)"}},
+		{"options as a string", "options: full-pcpus-only", []string{"line 1", "expected a list of option names or a mapping of names to values"}},
+		{"option as a mapping", "options: [{full-pcpus-only: true}]", []string{"line 1", "expected an option name, got a YAML mapping"}},
+		{"bad reserved-namespaces-guaranteed", "reserved-namespaces-guaranteed: always", []string{"reserved-namespaces-guaranteed", `"always"`, "exclusive, reserved, reserved-allow-fewer"}},
 		{"bad topology policy", "topology-policy: strict", []string{"topology-policy", `"strict"`, "none, best-effort, restricted, single-numa-node"}},
 		{"bad scope", "topology-scope: node", []string{"topology-scope", `"node"`, "container, pod"}},
 		{"bad cpu list", `available-cpus: "0-x"`, []string{"line 1", "expected a CPU list", "0-x"}},
@@ -164,6 +223,8 @@ func TestLoadValidatesAgainstTheMachine(t *testing.T) {
 		{"reserved outside available", "available-cpus: \"0-5\"\nreserved-cpus: \"6\"", "6"},
 		{"available CPUs the machine lacks", `available-cpus: "0-15"`, "12-15"},
 		{"reserved memory on a node the machine lacks", "reserved-memory: {7: 1Gi}", "7"},
+		{"align-by-socket with single-numa-node, by the kubelet's spelling", "options: {align-by-socket: \"true\"}\ntopology-policy: single-numa-node",
+			"option align-by-socket cannot be used with topology policy single-numa-node"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,6 +248,10 @@ func FuzzParse(f *testing.F) {
 		"",
 		"available-cpus: \"0-3\"\nreserved-cpus: \"0\"\n",
 		"reserved-cpu-count: 2\noptions: [full-pcpus-only]\n",
+		"options: [strict-cpu-reservation, align-by-socket, kubelet-packing]\nreserved-namespaces-guaranteed: reserved\n",
+		"options: {full-pcpus-only: \"true\", max-allowable-numa-nodes: \"16\", prefer-closest-numa-nodes: false}\n",
+		"max-allowable-numa-nodes: 12\noptions: {max-allowable-numa-nodes: \"9\"}\n",
+		"options: {full-pcpus-only: [1]}\n",
 		"topology-policy: restricted\ntopology-scope: pod\nprefer-closest-numa-nodes: true\n",
 		"reserved-memory: {0: 1Gi, 1: 512Mi}\n",
 		"reserved-namespaces: []\n",
@@ -221,6 +286,13 @@ func FuzzParse(f *testing.F) {
 		}
 		if cfg.TopologyScope != policy.ScopeContainer && cfg.TopologyScope != policy.ScopePod {
 			t.Fatalf("accepted scope %q", cfg.TopologyScope)
+		}
+		if cfg.MaxAllowableNUMANodes != 0 && cfg.MaxAllowableNUMANodes < policy.DefaultMaxAllowableNUMANodes {
+			t.Fatalf("accepted max-allowable-numa-nodes %d", cfg.MaxAllowableNUMANodes)
+		}
+		if _, err := plugin.OneOf("reserved-namespaces-guaranteed", string(cfg.ReservedGuaranteed), "", policy.ReservedGuaranteedExclusive,
+			policy.ReservedGuaranteedReserved, policy.ReservedGuaranteedAllowFewer); err != nil || cfg.ReservedGuaranteed == "" {
+			t.Fatalf("accepted reserved-namespaces-guaranteed %q", cfg.ReservedGuaranteed)
 		}
 	})
 }

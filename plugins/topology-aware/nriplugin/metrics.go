@@ -172,7 +172,7 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	perPool := map[policy.PoolKind]int{
-		policy.PoolShared: 0, policy.PoolReserved: 0, policy.PoolExclusive: 0, policy.PoolIsolated: 0,
+		policy.PoolShared: 0, policy.PoolReserved: 0, policy.PoolExclusive: 0, policy.PoolIsolated: 0, policy.PoolPodShared: 0,
 	}
 	unplaced := 0
 	for _, pl := range placements {

@@ -389,7 +389,13 @@ func (p *Plugin) policyLocked() (*policy.Policy, error) {
 func (p *Plugin) granted(id k8s.Identity, what string, pl policy.Placement, updated int) {
 	p.metrics.grants.WithLabelValues(string(pl.Pool)).Inc()
 	p.persist.Changed()
-	p.log.WithFields(id.Fields()).WithFields(placementFields(pl)).WithField("updated", updated).Info(what)
+	entry := p.log.WithFields(id.Fields()).WithFields(placementFields(pl)).WithField("updated", updated)
+	if pl.Warning != "" {
+		// Allowed by the configuration, but not what the request asks.
+		entry.WithField("warning", pl.Warning).Warn(what)
+		return
+	}
+	entry.Info(what)
 }
 
 // reject records and logs a refused request and returns the error that fails
