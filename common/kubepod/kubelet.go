@@ -64,25 +64,78 @@ type HugepageLimit struct {
 // ApplyDefaults sets a request equal to the limit for every resource that has
 // a limit and no request, in init and app containers, as the API server's
 // SetDefaults_Pod (pkg/apis/core/v1/defaults.go) does and the kubelet repeats
-// for static pods when it decodes them.
+// for static pods when it decodes them; then the pod-level requests
+// (KEP-2837) as its defaultPodRequests does.
 func ApplyDefaults(pod *v1.Pod) {
 	if pod.Namespace == "" {
 		pod.Namespace = v1.NamespaceDefault
 	}
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
-			res := &list[i].Resources
-			for name, limit := range res.Limits {
-				if _, ok := res.Requests[name]; ok {
-					continue
-				}
-				if res.Requests == nil {
-					res.Requests = v1.ResourceList{}
-				}
-				res.Requests[name] = limit.DeepCopy()
+			defaultRequests(&list[i].Resources)
+		}
+	}
+	defaultPodRequests(pod)
+}
+
+// defaultRequests sets a request equal to the limit where only a limit is set.
+func defaultRequests(res *v1.ResourceRequirements) {
+	for name, limit := range res.Limits {
+		if _, ok := res.Requests[name]; ok {
+			continue
+		}
+		if res.Requests == nil {
+			res.Requests = v1.ResourceList{}
+		}
+		res.Requests[name] = limit.DeepCopy()
+	}
+}
+
+// defaultPodRequests mirrors the API server's defaultPodRequests: with
+// pod-level limits, a pod-level hugepages request defaults to what the
+// containers request of it, and any other missing pod-level request to the
+// pod-level limit.
+func defaultPodRequests(pod *v1.Pod) {
+	res := pod.Spec.Resources
+	if res == nil || len(res.Limits) == 0 {
+		return
+	}
+	if res.Requests == nil {
+		res.Requests = v1.ResourceList{}
+	}
+	for name, q := range AggregateContainerResources(pod, func(c *v1.Container) v1.ResourceList { return c.Resources.Requests }) {
+		if _, ok := res.Requests[name]; !ok && strings.HasPrefix(string(name), hugePagesPrefix) {
+			res.Requests[name] = q.DeepCopy()
+		}
+	}
+	for name, limit := range res.Limits {
+		if _, ok := res.Requests[name]; !ok && isSupportedPodLevelResource(name) {
+			res.Requests[name] = limit.DeepCopy()
+		}
+	}
+}
+
+// isSupportedPodLevelResource mirrors the helper of the same name in
+// k8s.io/component-helpers/resource: CPU, memory and hugepages.
+func isSupportedPodLevelResource(name v1.ResourceName) bool {
+	return name == v1.ResourceCPU || name == v1.ResourceMemory || strings.HasPrefix(string(name), hugePagesPrefix)
+}
+
+// HasPodLevelResources mirrors IsPodLevelResourcesSet
+// (k8s.io/component-helpers/resource): the pod sets a request or a limit of
+// a supported resource in its spec.resources (KEP-2837).
+func HasPodLevelResources(pod *v1.Pod) bool {
+	if pod.Spec.Resources == nil {
+		return false
+	}
+	for _, l := range []v1.ResourceList{pod.Spec.Resources.Requests, pod.Spec.Resources.Limits} {
+		for name := range l {
+			if isSupportedPodLevelResource(name) {
+				return true
 			}
 		}
 	}
+	return false
 }
 
 // isSupportedQoSComputeResource mirrors the helper of the same name in
@@ -92,13 +145,17 @@ func isSupportedQoSComputeResource(name v1.ResourceName) bool {
 }
 
 // QOSClass mirrors qos.GetPodQOS / ComputePodQOS
-// (pkg/apis/core/v1/helper/qos/qos.go) for container-level resources:
-// BestEffort when no container asks for CPU or memory, Guaranteed when every
-// container has CPU and memory limits and the summed requests equal the
-// summed limits, Burstable otherwise.
+// (pkg/apis/core/v1/helper/qos/qos.go): with pod-level resources (KEP-2837)
+// the pod's own requests and limits decide alone (podLevelQOS); else
+// BestEffort when no container asks for CPU or memory, Guaranteed when
+// every container has CPU and memory limits and the summed requests equal
+// the summed limits, Burstable otherwise.
 func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	if pod.Status.QOSClass != "" {
 		return pod.Status.QOSClass
+	}
+	if HasPodLevelResources(pod) {
+		return podLevelQOS(*pod.Spec.Resources)
 	}
 	requests := v1.ResourceList{}
 	limits := v1.ResourceList{}
@@ -124,6 +181,31 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	}
 	if isGuaranteed && len(requests) == len(limits) {
 		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}
+
+// podLevelQOS mirrors resourceQOS of ComputePodQOS for pod-level
+// resources: Guaranteed when CPU and memory both have requests equal to
+// their limits, BestEffort when neither is set, Burstable otherwise.
+func podLevelQOS(res v1.ResourceRequirements) v1.PodQOSClass {
+	guaranteed, bestEffort := true, true
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		req, lim := res.Requests[name], res.Limits[name]
+		if !req.Equal(lim) {
+			return v1.PodQOSBurstable
+		}
+		if req.IsZero() {
+			guaranteed = false
+		} else {
+			bestEffort = false
+		}
+	}
+	switch {
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	case bestEffort:
+		return v1.PodQOSBestEffort
 	}
 	return v1.PodQOSBurstable
 }
@@ -205,13 +287,24 @@ func CalculateLinuxResources(cpuRequest, cpuLimit, memoryLimit *resource.Quantit
 // ContainerResources mirrors generateLinuxContainerResources
 // (pkg/kubelet/kuberuntime/kuberuntime_container_linux.go): shares, quota and
 // memory limit from the container's resources, the OOM score adjustment of
-// its QoS class and a limit for every hugepage size of the node.
+// its QoS class and a limit for every hugepage size of the node. In a pod
+// with pod-level resources a container without a CPU or memory limit of
+// its own gets the pod's (getCPULimit, getMemoryLimit).
 func ContainerResources(pod *v1.Pod, c *v1.Container, memoryCapacity int64, hugePageSizes []string) (LinuxContainerResources, error) {
 	var cpuRequest *resource.Quantity
 	if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
 		cpuRequest = &q
 	}
-	r := CalculateLinuxResources(cpuRequest, c.Resources.Limits.Cpu(), c.Resources.Limits.Memory())
+	cpuLimit, memoryLimit := c.Resources.Limits.Cpu(), c.Resources.Limits.Memory()
+	if HasPodLevelResources(pod) {
+		if cpuLimit.IsZero() {
+			cpuLimit = pod.Spec.Resources.Limits.Cpu()
+		}
+		if memoryLimit.IsZero() {
+			memoryLimit = pod.Spec.Resources.Limits.Memory()
+		}
+	}
+	r := CalculateLinuxResources(cpuRequest, cpuLimit, memoryLimit)
 	r.OOMScoreAdj = int64(OOMScoreAdj(pod, c, memoryCapacity))
 	hp, err := HugepageLimits(c.Resources, hugePageSizes)
 	if err != nil {
@@ -235,12 +328,15 @@ func OOMScoreAdj(pod *v1.Pod, c *v1.Container, memoryCapacity int64) int {
 	if memoryCapacity <= 0 {
 		memoryCapacity = 1
 	}
+	// With a pod-level memory request, what the containers do not request
+	// of it is shared out equally among them (KEP-2837).
+	remaining := remainingPodMemoryPerContainer(pod)
 	memoryRequest := c.Resources.Requests.Memory().Value()
-	adj := 1000 - (1000*memoryRequest)/memoryCapacity
+	adj := 1000 - (1000*(memoryRequest+remaining))/memoryCapacity
 	// A sidecar should not outlive the containers it serves under OOM: it gets
 	// at most the score of the regular container with the smallest request.
 	if IsSidecar(pod, c) && len(pod.Spec.Containers) > 0 {
-		minAdj := 1000 - (1000*minRegularContainerMemory(pod))/memoryCapacity
+		minAdj := 1000 - (1000*(minRegularContainerMemory(pod)+remaining))/memoryCapacity
 		adj = min(adj, minAdj)
 	}
 	if int(adj) < 1000+GuaranteedOOMScoreAdj {
@@ -250,6 +346,23 @@ func OOMScoreAdj(pod *v1.Pod, c *v1.Container, memoryCapacity int64) int {
 		return int(adj - 1)
 	}
 	return int(adj)
+}
+
+// remainingPodMemoryPerContainer mirrors remainingPodMemReqPerContainer
+// (pkg/kubelet/qos/policy.go): the pod-level memory request less what the
+// containers request, divided among all of them, init containers included;
+// 0 without a pod-level memory request.
+func remainingPodMemoryPerContainer(pod *v1.Pod) int64 {
+	if pod.Spec.Resources == nil {
+		return 0
+	}
+	podRequest := pod.Spec.Resources.Requests.Memory().Value()
+	count := int64(len(pod.Spec.Containers) + len(pod.Spec.InitContainers))
+	if podRequest == 0 || count == 0 {
+		return 0
+	}
+	containers := AggregateContainerResources(pod, func(c *v1.Container) v1.ResourceList { return c.Resources.Requests })
+	return (podRequest - containers.Memory().Value()) / count
 }
 
 // minRegularContainerMemory mirrors the helper of the same name in
@@ -356,10 +469,20 @@ func CgroupParent(pod *v1.Pod, driver CgroupDriver) (string, error) {
 // SandboxResources mirrors calculateSandboxResources
 // (pkg/kubelet/kuberuntime/kuberuntime_sandbox_linux.go): the CPU and memory
 // of the whole pod, as the pod requests and limits of
-// k8s.io/component-helpers/resource (PodRequests, PodLimits, without overhead).
+// k8s.io/component-helpers/resource (PodRequests, PodLimits, without
+// overhead): each resource's pod-level value where the pod sets one
+// (KEP-2837), else the containers' aggregate.
 func SandboxResources(pod *v1.Pod) LinuxContainerResources {
 	req := AggregateContainerResources(pod, func(c *v1.Container) v1.ResourceList { return c.Resources.Requests })
 	lim := AggregateContainerResources(pod, func(c *v1.Container) v1.ResourceList { return c.Resources.Limits })
+	if HasPodLevelResources(pod) {
+		for name, q := range pod.Spec.Resources.Requests {
+			req[name] = q.DeepCopy()
+		}
+		for name, q := range pod.Spec.Resources.Limits {
+			lim[name] = q.DeepCopy()
+		}
+	}
 	var cpuRequest *resource.Quantity
 	if q, ok := req[v1.ResourceCPU]; ok {
 		cpuRequest = &q

@@ -39,11 +39,50 @@ func Parse(data []byte) (*v1.Pod, error) {
 			seen[c.Name] = true
 		}
 	}
-	if pod.Spec.Resources != nil {
-		return nil, fmt.Errorf("decoding pod %q: spec.resources (pod-level resources) is set: expected container-level resources only", pod.Name)
-	}
 	ApplyDefaults(pod)
+	if err := validatePodResources(pod); err != nil {
+		return nil, fmt.Errorf("decoding pod %q: %w", pod.Name, err)
+	}
 	return pod, nil
+}
+
+// validatePodResources checks pod-level resources (KEP-2837) as the API
+// server does, after defaulting: only CPU, memory and hugepages; no request
+// above its limit; no container limit above the pod's, and the containers'
+// requests together within the pod's.
+func validatePodResources(pod *v1.Pod) error {
+	res := pod.Spec.Resources
+	if res == nil {
+		return nil
+	}
+	for _, l := range []v1.ResourceList{res.Requests, res.Limits} {
+		for name := range l {
+			if !isSupportedPodLevelResource(name) {
+				return fmt.Errorf("spec.resources: resource %q: expected cpu, memory or hugepages-<size> at pod level", name)
+			}
+		}
+	}
+	for name, req := range res.Requests {
+		if lim, ok := res.Limits[name]; ok && req.Cmp(lim) > 0 {
+			return fmt.Errorf("spec.resources: %s request %s is above its limit %s: expected a request no larger than the limit", name, req.String(), lim.String())
+		}
+	}
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for name, lim := range c.Resources.Limits {
+				if podLim, ok := res.Limits[name]; ok && lim.Cmp(podLim) > 0 {
+					return fmt.Errorf("container %q: %s limit %s is above the pod-level limit %s: expected at most the pod's", c.Name, name, lim.String(), podLim.String())
+				}
+			}
+		}
+	}
+	containers := AggregateContainerResources(pod, func(c *v1.Container) v1.ResourceList { return c.Resources.Requests })
+	for name, sum := range containers {
+		if podReq, ok := res.Requests[name]; ok && sum.Cmp(podReq) > 0 {
+			return fmt.Errorf("spec.resources: the containers request %s of %s together, above the pod-level request %s: expected at most the pod's", sum.String(), name, podReq.String())
+		}
+	}
+	return nil
 }
 
 // LoadFile reads and parses a pod manifest file.

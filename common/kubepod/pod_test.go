@@ -45,6 +45,18 @@ func TestConvertContainerResources(t *testing.T) {
 		{"besteffort.yaml", v1.PodQOSBestEffort, map[string]want{
 			"idle": {shares: 2, oom: 1000},
 		}},
+		// Pod-level resources: a container without limits gets the pod's,
+		// and without a request of its own its shares follow that limit:
+		// it reads as requesting the whole pod.
+		{"pod-level.yaml", v1.PodQOSGuaranteed, map[string]want{
+			"app":     {shares: 2048, quota: 200000, memory: 256 << 20, oom: -997},
+			"sidecar": {shares: 4096, quota: 400000, memory: 1 << 30, oom: -997},
+		}},
+		// 1000 - 1000*(0 + 2Gi/2)/32Gi = 969
+		{"pod-level-burstable.yaml", v1.PodQOSBurstable, map[string]want{
+			"web":   {shares: 2048, quota: 200000, memory: 4 << 30, oom: 969},
+			"cache": {shares: 2048, quota: 200000, memory: 4 << 30, oom: 969},
+		}},
 		{"with-sidecar.yaml", v1.PodQOSBurstable, map[string]want{
 			"setup": {shares: 2, oom: 999},
 			// 1000 - 1000*32Mi/32Gi = 1000, capped by main's 1000 - 1000*128Mi/32Gi = 997
@@ -107,6 +119,9 @@ func TestConvertSandbox(t *testing.T) {
 		{"besteffort.yaml", "default", "/kubepods/besteffort/pod", 2, 0, 0, nil},
 		// main 200m + sidecar 100m beat the init container alone
 		{"with-sidecar.yaml", "default", "/kubepods/burstable/pod", 307, 0, 256 << 20, nil},
+		// the pod-level values, not the containers' sums (2 CPUs, 256Mi)
+		{"pod-level.yaml", "default", "/kubepods/pod", 4096, 400000, 1 << 30, nil},
+		{"pod-level-burstable.yaml", "default", "/kubepods/burstable/pod", 1024, 200000, 4 << 30, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.manifest, func(t *testing.T) {
@@ -305,7 +320,14 @@ func TestParseErrors(t *testing.T) {
 		{"no containers", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n", "spec.containers is empty"},
 		{"unnamed container", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{image: x}]\n", "a container has no name"},
 		{"duplicate", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  initContainers: [{name: a}]\n  containers: [{name: a}]\n", `container name "a" is used twice`},
-		{"pod-level resources", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  resources: {limits: {cpu: 1}}\n  containers: [{name: a}]\n", "spec.resources (pod-level resources)"},
+		{"pod-level storage", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  resources: {limits: {ephemeral-storage: 1Gi}}\n  containers: [{name: a}]\n",
+			`spec.resources: resource "ephemeral-storage": expected cpu, memory or hugepages-<size> at pod level`},
+		{"pod-level request above its limit", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  resources: {requests: {cpu: 2}, limits: {cpu: 1}}\n  containers: [{name: a}]\n",
+			"spec.resources: cpu request 2 is above its limit 1"},
+		{"container limit above the pod's", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  resources: {limits: {memory: 1Gi}}\n  containers: [{name: a, resources: {limits: {memory: 2Gi}}}]\n",
+			`container "a": memory limit 2Gi is above the pod-level limit 1Gi`},
+		{"containers' requests above the pod's", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  resources: {requests: {cpu: 1}}\n  containers: [{name: a, resources: {requests: {cpu: 600m}}}, {name: b, resources: {requests: {cpu: 600m}}}]\n",
+			"spec.resources: the containers request 1200m of cpu together, above the pod-level request 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,7 +92,7 @@ func (p *Policy) placeReserved(req Request) (*entry, error) {
 // allows that, and then it runs with a warning. It is never squeezed
 // silently: its CPU quota says more than it can use.
 func (p *Policy) squeezed(req Request, what string, cpus cpuset.CPUSet) (string, error) {
-	if req.CPU != CPUAuto || !ownsExclusive(req) {
+	if req.CPU != CPUAuto || !p.ownsExclusive(req) {
 		return "", nil
 	}
 	n := int(req.CPURequest / 1000)

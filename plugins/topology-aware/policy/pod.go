@@ -37,6 +37,10 @@ type podState struct {
 	closing  bool         // ReleasePod came while containers were still placed
 	// shared are its containers on the pod's shared pool (PoolPodShared), sorted.
 	shared []string
+	// cpuRequests sums its placed containers' CPU requests (millicores);
+	// podLevel: they showed that the pod has pod-level resources (podlevel.go).
+	cpuRequests int64
+	podLevel    bool
 }
 
 // reservation is what a pod admitted as a unit holds.
@@ -149,15 +153,10 @@ func (p *Policy) reservePod(req Request, mem map[memoryResource]uint64, free cpu
 // inPodSharedPool reports whether req runs on its pod's shared pool
 // (KEP-5526, the kubelet 1.37's pod scope): a container without exclusive
 // CPUs of its own in a Guaranteed pod with pod-level resources and a whole
-// number of CPUs for the pod, under the pod scope. The runtime does not show
-// the pod's spec, but a container with no CPU request of its own (the
-// minimum cpu shares) or a CPU limit other than its request can only belong
-// to a Guaranteed pod through pod-level resources. A Guaranteed container
-// with equal fractional request and limit cannot be told from one of a pod
-// without them: it stays on the shared pool.
+// number of CPUs for the pod, under the pod scope.
 func (p *Policy) inPodSharedPool(req Request) bool {
-	podLevel := req.CPURequest == 0 || req.CPULimit != 0 && req.CPULimit != req.CPURequest
-	return p.podScope() && req.QOS == k8s.QOSGuaranteed && podLevel && podCPUs(req) > 0 && req.PodCPURequest%1000 == 0
+	return p.podScope() && req.QOS == k8s.QOSGuaranteed && podCPUs(req) > 0 && req.PodCPURequest%1000 == 0 &&
+		p.hasPodLevelResources(req)
 }
 
 // placePodShared places a container on its pod's shared pool: the CPUs of
@@ -304,8 +303,8 @@ func (p *Policy) restorePod(s SavedPod, sharedRunning int) error {
 			return err
 		}
 	}
-	pod := &podState{closing: s.Closing}
-	p.pods[s.PodUID] = pod
+	pod := p.podState(s.PodUID)
+	pod.closing = s.Closing
 	p.hold(pod, r)
 	p.shared = p.sharedPool(p.exclusive)
 	return nil

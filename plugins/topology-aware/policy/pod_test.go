@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -355,4 +356,55 @@ func TestPodSharedPoolRefusedWhenGrantsTakeThePod(t *testing.T) {
 	require.ErrorIs(t, err, ErrInsufficientCPUs)
 	assert.ErrorContains(t, err, "no CPU of its pod's 4 CPUs on NUMA nodes {0} is left for its containers without exclusive CPUs")
 	require.NoError(t, p.Check())
+}
+
+// TestWholePodContainers: a container without resources of its own in a
+// Guaranteed pod with pod-level limits reads as requesting the whole pod
+// (the kubelet gives it the pod's limits, and cpu shares from the pod's CPU
+// limit), as the only container of a pod without them does. It gets the
+// pod's exclusive CPUs until the pod shows that it has pod-level resources
+// (another container beside it); then it is placed again, in the same call,
+// where the kubelet 1.37 puts it: the shared pool, or the pod's under the
+// pod scope.
+func TestWholePodContainers(t *testing.T) {
+	snc := fixture(t, "snc-2s-4n-80c")
+	whole := func(id string) Request { return inPodOf("P", id, 4000, 4*gib, 4000, 4*gib) }
+	t.Run("container scope", func(t *testing.T) {
+		p := newPolicy(t, snc, Config{})
+		only, _, err := p.Allocate(whole("sidecar"))
+		require.NoError(t, err)
+		assert.Equal(t, PoolExclusive, only.Pool, "alone, it is taken for a pod's only container")
+		// A second container of the pod: the pod has pod-level resources.
+		second, changed, err := p.Allocate(whole("tool"))
+		require.NoError(t, err)
+		assert.Equal(t, PoolShared, second.Pool)
+		moved := slices.IndexFunc(changed, func(c Placement) bool { return c.ContainerID == "sidecar" })
+		require.GreaterOrEqual(t, moved, 0, "the first one is placed again in the same call: %v", changed)
+		assert.Equal(t, PoolShared, changed[moved].Pool)
+		assert.Equal(t, p.SharedCPUs(), changed[moved].CPUs)
+		assert.Contains(t, changed[moved].Reason, "its pod showed that it has pod-level resources")
+		// A container Guaranteed on its own keeps its exclusive CPUs.
+		app, _, err := p.Allocate(inPodOf("P", "app", 2000, gib, 4000, 4*gib))
+		require.NoError(t, err)
+		assert.Equal(t, PoolExclusive, app.Pool)
+		require.NoError(t, p.Check())
+		restart(t, p, snc, Config{})
+	})
+	t.Run("pod scope", func(t *testing.T) {
+		cfg := Config{TopologyPolicy: TopologyRestricted, TopologyScope: ScopePod}
+		p := newPolicy(t, snc, cfg)
+		first, _, err := p.Allocate(whole("sidecar"))
+		require.NoError(t, err)
+		assert.Equal(t, PoolExclusive, first.Pool)
+		app, changed, err := p.Allocate(inPodOf("P", "app", 2000, gib, 4000, 4*gib))
+		require.NoError(t, err)
+		assert.Equal(t, PoolExclusive, app.Pool)
+		assert.True(t, app.CPUs.IsSubsetOf(first.CPUs), "the app's CPUs %q come from the pod's %q", app.CPUs, first.CPUs)
+		require.Len(t, changed, 1, "%v", changed)
+		assert.Equal(t, PoolPodShared, changed[0].Pool)
+		assert.Equal(t, 2, changed[0].CPUs.Size())
+		assert.Equal(t, first.CPUs.Difference(app.CPUs), changed[0].CPUs, "the pod's CPUs the app does not hold")
+		require.NoError(t, p.Check())
+		restart(t, p, snc, cfg)
+	})
 }

@@ -288,7 +288,7 @@ func (p *Policy) classify(req Request) (PoolKind, int, error) {
 		return "", 0, fmt.Errorf("%w: %s: CPU preference %q: expected %q, %q, %q or %q",
 			ErrInvalidRequest, name(req), req.CPU, CPUShared, CPUReserved, CPUIsolatedPrefer, CPUIsolatedRequire)
 	}
-	exclusive := ownsExclusive(req)
+	exclusive := p.ownsExclusive(req)
 	if p.reservedNS[req.Namespace] && !(exclusive && p.reservedGuaranteed() == ReservedGuaranteedExclusive) {
 		return PoolReserved, 0, nil
 	}
@@ -304,14 +304,11 @@ func (p *Policy) classify(req Request) (PoolKind, int, error) {
 // ownsExclusive is the kubelet's static policy: a Guaranteed container
 // with a whole number of CPUs. A pod with pod-level resources (KEP-2837)
 // is Guaranteed by its pod-level requests and limits, and then, as the
-// kubelet checks since KEP-5526, the container must be Guaranteed on its
-// own too: its CPU limit, where the runtime shows one (the CFS quota), equal
-// to its request. A container of a pod without pod-level resources always
-// is: such a pod is Guaranteed only when every container's limits equal its
-// requests.
-func ownsExclusive(req Request) bool {
+// kubelet 1.37 checks (KEP-5526), the container must be Guaranteed on its
+// own too; what the runtime shows of such pods is in podlevel.go.
+func (p *Policy) ownsExclusive(req Request) bool {
 	return req.QOS == k8s.QOSGuaranteed && req.CPURequest > 0 && req.CPURequest%1000 == 0 &&
-		(req.CPULimit == 0 || req.CPULimit == req.CPURequest)
+		(req.CPULimit == 0 || req.CPULimit == req.CPURequest) && !(wholePod(req) && p.hasPodLevelResources(req))
 }
 
 // reservedGuaranteed is the configured choice for Guaranteed containers in
@@ -360,8 +357,27 @@ func (p *Policy) Allocate(req Request) (Placement, []Placement, error) {
 	if err != nil {
 		return Placement{}, nil, err
 	}
+	e, moved := p.commit(e, cpuset.CPUSet{})
+	return e.pl, p.changes(before, req.PodUID, req.ContainerID, moved), nil
+}
+
+// commit assigns a placed container; when its pod thereby shows it has
+// pod-level resources and containers of it move (settlePodLevel), the
+// container is placed again, as what they freed (its pod's reservation)
+// may suit it better. It returns the entry assigned and the placements of
+// the containers that moved.
+func (p *Policy) commit(e *entry, keep cpuset.CPUSet) (*entry, []Placement) {
 	p.assign(e)
-	return e.pl, p.changes(before, req.PodUID, req.ContainerID), nil
+	moved := p.settlePodLevel(e.req)
+	if len(moved) == 0 {
+		return e, nil
+	}
+	p.unassign(e)
+	if again, err := p.place(e.req, keep); err == nil {
+		e = again
+	}
+	p.assign(e)
+	return e, moved
 }
 
 // Resize changes the resources of a known container in place: an exclusive
@@ -376,7 +392,11 @@ func (p *Policy) Resize(req Request) (Placement, []Placement, error) {
 		return Placement{}, nil, err
 	}
 	before := p.shared
+	podLevel := p.pods[old.pl.PodUID].podLevel
 	p.unassign(old)
+	if podLevel { // what the pod showed outlives its only container's resize
+		p.podState(old.pl.PodUID).podLevel = true
+	}
 	keep := cpuset.CPUSet{}
 	if old.pl.Pool == PoolExclusive || old.pl.Pool == PoolIsolated {
 		keep = old.pl.CPUs
@@ -386,8 +406,8 @@ func (p *Policy) Resize(req Request) (Placement, []Placement, error) {
 		p.assign(old)
 		return Placement{}, nil, fmt.Errorf("resize: %w", err)
 	}
-	p.assign(e)
-	return e.pl, p.changes(before, req.PodUID, req.ContainerID), nil
+	e, moved := p.commit(e, keep)
+	return e.pl, p.changes(before, req.PodUID, req.ContainerID, moved), nil
 }
 
 // Release forgets a container; an unknown id is a no-op. It returns the
@@ -402,26 +422,37 @@ func (p *Policy) Release(containerID string) []Placement {
 	if pod := p.pods[e.pl.PodUID]; pod != nil && pod.closing && pod.containers == 0 {
 		p.forgetPod(e.pl.PodUID)
 	}
-	return p.changes(before, e.pl.PodUID, containerID)
+	return p.changes(before, e.pl.PodUID, containerID, nil)
 }
 
 // changes are the placements of the containers other than except that a
-// change in the pod podUID moved: the shared containers when the shared
-// pool was before and is no more, and the pod's own shared containers.
-func (p *Policy) changes(before cpuset.CPUSet, podUID, except string) []Placement {
-	return append(p.sharedChanges(before, except), p.podSharedChanges(podUID, except)...)
+// change in the pod podUID moved: the containers placed again (moved), the
+// shared containers when the shared pool was before and is no more, and the
+// pod's own shared containers; each once, as it is now.
+func (p *Policy) changes(before cpuset.CPUSet, podUID, except string, moved []Placement) []Placement {
+	all := append(append(moved, p.sharedChanges(before, except)...), p.podSharedChanges(podUID, except)...)
+	if len(moved) == 0 {
+		return all
+	}
+	seen := map[string]bool{}
+	out := all[:0]
+	for _, pl := range all {
+		if !seen[pl.ContainerID] {
+			seen[pl.ContainerID] = true
+			cur, _ := p.Placement(pl.ContainerID)
+			out = append(out, cur)
+		}
+	}
+	return out
 }
 
 // assign records a placed container and its grant.
 func (p *Policy) assign(e *entry) {
 	id := e.pl.ContainerID
 	p.containers[id] = e
-	pod := p.pods[e.pl.PodUID]
-	if pod == nil {
-		pod = &podState{}
-		p.pods[e.pl.PodUID] = pod
-	}
+	pod := p.podState(e.pl.PodUID)
 	pod.containers++
+	pod.cpuRequests += e.req.CPURequest
 	if e.reserve != nil {
 		p.hold(pod, e.reserve)
 		e.reserve = nil
@@ -486,6 +517,7 @@ func (p *Policy) unassign(e *entry) {
 		p.mm.give(e.group, e.held)
 	}
 	p.mm.giveFree(e.cpuLess)
+	pod.cpuRequests -= e.req.CPURequest
 	if pod.containers--; pod.containers == 0 && pod.res == nil {
 		delete(p.pods, e.pl.PodUID)
 	}

@@ -141,7 +141,9 @@ func TestRandomSequences(t *testing.T) {
 					case what < 7:
 						id := pick(rng, live)
 						req := randomRequest(rng, id, pods, n)
+						// The same pod: the same sandbox, with the pod's sums.
 						req.PodUID, req.Pod = live[id].PodUID, live[id].Pod
+						req.PodCPURequest, req.PodMemory = live[id].PodCPURequest, live[id].PodMemory
 						all := p.Placements()
 						before, _ := p.Placement(id)
 						pl, changed, err := p.Resize(req)

@@ -38,6 +38,9 @@ func (p *Policy) Snapshot() Snapshot {
 		s.Containers = append(s.Containers, saved)
 	}
 	for _, uid := range slices.Sorted(maps.Keys(p.pods)) {
+		if p.pods[uid].podLevel {
+			s.PodLevel = append(s.PodLevel, uid)
+		}
 		if r := p.pods[uid].res; r != nil {
 			pod := SavedPod{PodUID: uid, NUMANodes: r.affinity.nodes(), CPUs: r.cpus, MemoryNodes: r.group.nodes(),
 				Memory: cloneHeld(r.held), Closing: p.pods[uid].closing}
@@ -72,6 +75,7 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 	isRunning := map[string]bool{}
 	var anew []Running
 	reasons := map[string]string{}
+	p.markPodLevel(saved.PodLevel, runs)
 	sharedRunning := 0
 	for _, r := range runs {
 		isRunning[r.Request.ContainerID] = true
@@ -129,6 +133,11 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 	}
 	slices.Sort(report.Dropped)
 	p.forgetClosedPods()
+	for uid, pod := range p.pods {
+		if pod.containers == 0 && pod.res == nil {
+			delete(p.pods, uid) // marked by markPodLevel, gone since
+		}
+	}
 	p.refreshShared()
 	for _, r := range runs {
 		e, tracked := p.containers[r.Request.ContainerID]
@@ -147,6 +156,36 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 		}
 	}
 	return report
+}
+
+// markPodLevel records, before anything is placed, the pods known to have
+// pod-level resources and those whose running containers together show it,
+// so that their containers are classified as before the restart
+// (podlevel.go).
+func (p *Policy) markPodLevel(known []string, runs []Running) {
+	for _, uid := range known {
+		p.podState(uid).podLevel = true
+	}
+	sums := map[string]int64{}
+	for _, r := range runs {
+		sums[r.Request.PodUID] += r.Request.CPURequest
+	}
+	for _, r := range runs {
+		req := r.Request
+		if guaranteedByPod(req) || req.PodCPURequest > 0 && sums[req.PodUID] > req.PodCPURequest {
+			p.podState(req.PodUID).podLevel = true
+		}
+	}
+}
+
+// podState returns the state of a pod, made if it has none.
+func (p *Policy) podState(uid string) *podState {
+	pod := p.pods[uid]
+	if pod == nil {
+		pod = &podState{}
+		p.pods[uid] = pod
+	}
+	return pod
 }
 
 // forgetClosedPods drops the restored reservations of released pods that

@@ -183,6 +183,9 @@ type RestoreReport struct {
 type Snapshot struct {
 	Containers []SavedContainer `json:"containers"`     // sorted by container id
 	Pods       []SavedPod       `json:"pods,omitempty"` // pod-scope reservations, sorted by pod UID
+	// PodLevel are the pods that showed they have pod-level resources
+	// (podlevel.go), sorted.
+	PodLevel []string `json:"podLevel,omitempty"`
 }
 
 // SavedPod is what a pod under the Topology Manager's pod scope holds for
