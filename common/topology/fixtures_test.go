@@ -233,6 +233,25 @@ var fixtures = []fixture{{
 		3: {{Size: 2048 * kiB, Total: 4096, Free: 4096}, {Size: giB, Total: 16, Free: 16}},
 	},
 }, {
+	// The peer's (containers/nri-plugins) recorded "server", captured with
+	// tools/sysfs-capture: 2 sockets x 28 cores x 2 threads, CPU ids
+	// round-robin over 4 DRAM nodes (0 and 2 on socket 0, 1 and 3 on
+	// socket 1), 2 CPU-less PMEM nodes, CPUs 4-7,60-63 isolated.
+	name:    "nri-plugins-server",
+	cpus:    "0-111",
+	sockets: []int{0, 1}, dies: []topology.Die{{Socket: 0, ID: 0}, {Socket: 1, ID: 0}},
+	nodes: []int{0, 1, 2, 3, 4, 5}, cpuLess: []int{4, 5}, cores: 56, threadsPerCore: 2, l2Groups: 56,
+	l3Groups: []string{
+		"0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40,42,44,46,48,50,52,54,56,58,60,62,64,66,68,70,72,74,76,78,80,82,84,86,88,90,92,94,96,98,100,102,104,106,108,110",
+		"1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31,33,35,37,39,41,43,45,47,49,51,53,55,57,59,61,63,65,67,69,71,73,75,77,79,81,83,85,87,89,91,93,95,97,99,101,103,105,107,109,111",
+	},
+	siblings:   map[int]string{0: "0,56", 4: "4,60", 111: "55,111"},
+	nodeCPUs:   map[int]string{0: "0,4,8,12,16,20,24,28,32,36,40,44,48,52,56,60,64,68,72,76,80,84,88,92,96,100,104,108"},
+	distances:  map[[2]int]int{{0, 2}: 11, {0, 1}: 21, {0, 4}: 17, {2, 5}: 17, {1, 4}: 28},
+	byDistance: map[int][]int{0: {0, 2, 4, 1, 3, 5}, 1: {1, 3, 0, 2, 4, 5}},
+	memTotal:   map[int]uint64{4: 133143986176},
+	isolated:   "4-7,60-63",
+}, {
 	// This machine, captured with tools/sysfs-capture: a 2-CPU VM with one
 	// node whose PCI devices report numa_node -1.
 	name:    "this-machine",
