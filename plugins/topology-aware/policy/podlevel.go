@@ -13,8 +13,10 @@ package policy
 //
 //   - a container of it is Guaranteed by its pod only: no CPU request of its
 //     own (the minimum shares), or a CPU limit other than its request; or
-//   - its containers request more CPUs together than the pod: a container
-//     requesting the whole pod beside another one.
+//   - its containers request more CPUs together than the pod when one of
+//     them is created: a container requesting the whole pod beside another
+//     one. Only at a creation: a resize changes a container's resources but
+//     the runtime may still show the sandbox's old sums.
 //
 // Until then a container requesting the whole pod is taken for the only
 // container of a pod without pod-level resources and gets its exclusive CPUs
@@ -50,7 +52,13 @@ func (p *Policy) hasPodLevelResources(req Request) bool {
 	if pod == nil {
 		return false
 	}
-	return pod.podLevel || req.PodCPURequest > 0 && pod.cpuRequests+req.CPURequest > req.PodCPURequest
+	return pod.podLevel || req.ContainerID == p.creating && overPod(req, pod.cpuRequests+req.CPURequest)
+}
+
+// overPod reports whether a pod's containers request more CPUs together
+// (sum) than its sandbox says the pod does.
+func overPod(req Request, sum int64) bool {
+	return req.PodCPURequest > 0 && sum > req.PodCPURequest
 }
 
 // settlePodLevel records that the pod of a container just placed has
@@ -60,7 +68,7 @@ func (p *Policy) hasPodLevelResources(req Request) bool {
 // keeps its placement.
 func (p *Policy) settlePodLevel(placed Request) []Placement {
 	pod := p.pods[placed.PodUID]
-	if pod == nil || pod.podLevel || !guaranteedByPod(placed) && (placed.PodCPURequest == 0 || pod.cpuRequests <= placed.PodCPURequest) {
+	if pod == nil || pod.podLevel || !guaranteedByPod(placed) && !(placed.ContainerID == p.creating && overPod(placed, pod.cpuRequests)) {
 		return nil
 	}
 	pod.podLevel = true

@@ -47,6 +47,10 @@ type Policy struct {
 	containers   map[string]*entry
 	sharedIDs    []string // the shared containers, sorted
 	pods         map[string]*podState
+	// creating is the container Allocate is placing: only its creation
+	// shows a pod's pod-level resources by the CPUs its containers request
+	// together (podlevel.go).
+	creating string
 	// restoring is how many containers a Restore has yet to place anew:
 	// those it cannot place go on the shared pool, which a grant must then
 	// not empty, as for shared containers.
@@ -353,6 +357,8 @@ func (p *Policy) Allocate(req Request) (Placement, []Placement, error) {
 		return Placement{}, nil, err
 	}
 	before := p.shared
+	p.creating = req.ContainerID
+	defer func() { p.creating = "" }()
 	e, err := p.place(req, cpuset.CPUSet{})
 	if err != nil {
 		return Placement{}, nil, err

@@ -159,21 +159,17 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 }
 
 // markPodLevel records, before anything is placed, the pods known to have
-// pod-level resources and those whose running containers together show it,
-// so that their containers are classified as before the restart
-// (podlevel.go).
+// pod-level resources and those a running container shows it of, so that
+// their containers are classified as before the restart (podlevel.go).
+// What the pods' containers request together is not counted: the running
+// containers may have been resized since their sandbox's sums were taken.
 func (p *Policy) markPodLevel(known []string, runs []Running) {
 	for _, uid := range known {
 		p.podState(uid).podLevel = true
 	}
-	sums := map[string]int64{}
 	for _, r := range runs {
-		sums[r.Request.PodUID] += r.Request.CPURequest
-	}
-	for _, r := range runs {
-		req := r.Request
-		if guaranteedByPod(req) || req.PodCPURequest > 0 && sums[req.PodUID] > req.PodCPURequest {
-			p.podState(req.PodUID).podLevel = true
+		if guaranteedByPod(r.Request) {
+			p.podState(r.Request.PodUID).podLevel = true
 		}
 	}
 }
