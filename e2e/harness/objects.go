@@ -95,6 +95,16 @@ func (c *Container) Spec() Spec {
 	return Spec{Spec: cloneSpec(c.specLocked())}
 }
 
+// Cpuset is the container's cpuset.cpus and cpuset.mems now, as Spec says
+// them, without the copy of the whole spec: for tests that read every
+// container at every step.
+func (c *Container) Cpuset() (cpus, mems string) {
+	c.Pod.rt.mu.Lock()
+	defer c.Pod.rt.mu.Unlock()
+	spec := Spec{Spec: c.specLocked()}
+	return spec.CPUs(), spec.Mems()
+}
+
 // NRI is the container as NRI plugins see it now.
 func (c *Container) NRI() *api.Container {
 	c.Pod.rt.mu.Lock()

@@ -51,30 +51,19 @@ func TestPlacementQuality(t *testing.T) {
 			rng := rand.New(rand.NewPCG(16, uint64(len(fixture))))
 			var pods []*harness.Pod
 			for i := 0; i < livePods+churn; i++ {
-				// Only a grant made or released moves other containers: the
-				// others are checked then (reading every spec is the costly
-				// part of this test), the new one always.
-				moved := false
 				if i >= livePods {
 					k := rng.IntN(len(pods))
-					moved = exclusiveCPUs(pods[k]) > 0
 					q.remove(t, pods[k])
 					pods = slices.Delete(pods, k, k+1)
 				}
-				p := q.create(t, mixedPod(rng, fmt.Sprintf("q-%d", i)))
-				if p != nil {
+				if p := q.create(t, mixedPod(rng, fmt.Sprintf("q-%d", i))); p != nil {
 					pods = append(pods, p)
 				}
-				if moved || p == nil || exclusiveCPUs(p) > 0 {
-					q.check(t, q.live)
-				} else {
-					q.check(t, q.live[len(q.live)-1:])
-				}
+				q.check(t, q.live)
 				if t.Failed() {
 					return
 				}
 			}
-			q.check(t, q.live)
 			t.Logf("%d exclusive grants: %d with a node that had room, all %d of them on one node; %d even, %d whole cores "+
 				"(%d with a node that had the whole cores); %d refused, none with a node that had room",
 				q.placed, q.roomy, q.single, q.even, q.whole, q.wholeRoomy, q.refused)
@@ -217,11 +206,11 @@ func (q *quality) check(t *testing.T, containers []*harness.Container) {
 	seen := cpuset.CPUSet{}
 	shared := map[*harness.Container]cpuset.CPUSet{}
 	for _, c := range containers {
-		spec := c.Spec()
-		set, err := cpuset.Parse(spec.CPUs())
+		cpus, mems := c.Cpuset()
+		set, err := cpuset.Parse(cpus)
 		require.NoError(t, err)
 		require.False(t, set.IsEmpty(), "%s runs on no cpuset", c.Name())
-		assert.Equal(t, q.n.nodesOf(set).String(), spec.Mems(), "%s/%s: memory on the nodes of its CPUs %s", c.Pod.Name(), c.Name(), set)
+		assert.Equal(t, q.n.nodesOf(set).String(), mems, "%s/%s: memory on the nodes of its CPUs %s", c.Pod.Name(), c.Name(), set)
 		g, ok := q.grants[c]
 		if !ok {
 			shared[c] = set
