@@ -32,7 +32,8 @@ func BenchmarkAllocateRelease(b *testing.B) {
 		topo := fixture(b, name)
 		for _, live := range []int{0, 100, 500} {
 			b.Run(fmt.Sprintf("%s/live=%d", name, live), func(b *testing.B) {
-				p := newPolicy(b, topo, Config{ReservedCPUCount: 1, TopologyPolicy: TopologyBestEffort})
+				// 12 NUMA nodes on nps4: more than max-allowable-numa-nodes' default.
+				p := newPolicy(b, topo, Config{ReservedCPUCount: 1, TopologyPolicy: TopologyBestEffort, MaxAllowableNUMANodes: 12})
 				populate(b, p, live)
 				req := guaranteed("bench", 2000, gib)
 				b.ReportAllocs()
@@ -48,10 +49,32 @@ func BenchmarkAllocateRelease(b *testing.B) {
 	}
 }
 
+// BenchmarkAllocateReleaseNone is BenchmarkAllocateRelease under topology
+// policy none, where the default chooses the NUMA node (nodepref.go) and
+// kubelet-packing does not.
+func BenchmarkAllocateReleaseNone(b *testing.B) {
+	topo := fixture(b, "nps4-2s-12n-256c-cpuless")
+	for _, kubelet := range []bool{false, true} {
+		b.Run(fmt.Sprintf("kubelet-packing=%v/live=500", kubelet), func(b *testing.B) {
+			p := newPolicy(b, topo, Config{ReservedCPUCount: 1, KubeletPacking: kubelet})
+			populate(b, p, 500)
+			req := guaranteed("bench", 2000, gib)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, _, err := p.Allocate(req); err != nil {
+					b.Fatal(err)
+				}
+				p.Release("bench")
+			}
+		})
+	}
+}
+
 // BenchmarkRestore: a restart with 500 live containers on the 256-CPU machine.
 func BenchmarkRestore(b *testing.B) {
 	topo := fixture(b, "nps4-2s-12n-256c-cpuless")
-	cfg := Config{ReservedCPUCount: 1, TopologyPolicy: TopologyBestEffort}
+	cfg := Config{ReservedCPUCount: 1, TopologyPolicy: TopologyBestEffort, MaxAllowableNUMANodes: 12}
 	p := newPolicy(b, topo, cfg)
 	running := populate(b, p, 500)
 	saved := p.Snapshot()

@@ -436,13 +436,16 @@ func (p *Policy) Release(containerID string) []Placement {
 // shared containers when the shared pool was before and is no more, and the
 // pod's own shared containers; each once, as it is now.
 func (p *Policy) changes(before cpuset.CPUSet, podUID, except string, moved []Placement) []Placement {
-	all := append(append(moved, p.sharedChanges(before, except)...), p.podSharedChanges(podUID, except)...)
+	changed := p.sharedChanges(before, except)
+	if ofPod := p.podSharedChanges(podUID, except); len(ofPod) > 0 {
+		changed = append(changed, ofPod...)
+	}
 	if len(moved) == 0 {
-		return all
+		return changed
 	}
 	seen := map[string]bool{}
-	out := all[:0]
-	for _, pl := range all {
+	var out []Placement
+	for _, pl := range append(moved, changed...) {
 		if !seen[pl.ContainerID] {
 			seen[pl.ContainerID] = true
 			cur, _ := p.Placement(pl.ContainerID)
