@@ -45,8 +45,11 @@ func (p *Policy) place(req Request, keep cpuset.CPUSet) (*entry, error) {
 		return p.placePodShared(req)
 	default:
 		why := "shared: not Guaranteed with an integer CPU request"
-		if req.CPU == CPUShared {
+		switch {
+		case req.CPU == CPUShared:
 			why = "shared: annotated for shared CPUs"
+		case req.QOS == k8s.QOSGuaranteed && req.CPURequest%1000 == 0:
+			why = "shared: Guaranteed through its pod's pod-level resources, not on its own: no exclusive CPUs, as the kubelet gives it none"
 		}
 		return p.placeShared(req, why)
 	}
