@@ -13,9 +13,10 @@ import (
 // checks the invariants after each: nothing panics, nothing breaks.
 func FuzzPolicy(f *testing.F) {
 	topo := fixture(f, "snc-2s-4n-80c")
-	f.Add([]byte{0, 0, 1, 4, 0, 2, 0, 8, 1, 0, 3, 0})
-	f.Add([]byte{5, 0, 10, 3, 2, 1, 0, 2, 9, 9, 2, 0, 3, 1, 4, 0, 0, 7})
-	f.Add([]byte{255, 7, 40, 40, 40, 1, 1, 1, 2, 2, 2, 3, 3, 3})
+	f.Add([]byte{0, 0, 0, 1, 4, 0, 2, 0, 8, 1, 0, 3, 0})
+	f.Add([]byte{5, 1, 0, 10, 3, 2, 1, 0, 2, 9, 9, 2, 0, 3, 1, 4, 0, 0, 7})
+	f.Add([]byte{255, 30, 7, 40, 40, 40, 1, 1, 1, 2, 2, 2, 3, 3, 3})
+	f.Add([]byte{160, 16, 1, 0, 0, 3, 0, 1, 6, 0, 2, 9, 0, 3, 0, 0, 1, 3, 1, 4, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		runOps(t, topo, data)
 	})
@@ -30,7 +31,7 @@ func runOps(t *testing.T, topo *topology.Topology, data []byte) {
 		data = data[1:]
 		return int(b)
 	}
-	flags := next()
+	flags, more := next(), next()
 	cfg := Config{
 		ReservedCPUCount:     next() % 4,
 		FullPCPUsOnly:        flags&1 != 0,
@@ -41,6 +42,10 @@ func runOps(t *testing.T, topo *topology.Topology, data []byte) {
 		TopologyPolicy:       []TopologyPolicy{TopologyNone, TopologyBestEffort, TopologyRestricted, TopologySingleNUMANode}[(flags>>5)&3],
 		TopologyScope:        []TopologyScope{ScopeContainer, ScopePod}[(flags>>7)&1],
 		PreferClosestNUMA:    flags&64 != 0,
+		KubeletPacking:       more&1 != 0,
+		AlignBySocket:        more&2 != 0,
+		ReservedNamespaces:   []string{"kube-system"},
+		ReservedGuaranteed:   []ReservedGuaranteed{"", ReservedGuaranteedExclusive, ReservedGuaranteedReserved, ReservedGuaranteedAllowFewer}[(more>>2)&3],
 	}
 	p, err := New(topo, cfg)
 	if err != nil {
@@ -55,6 +60,15 @@ func runOps(t *testing.T, topo *topology.Topology, data []byte) {
 		}
 		if size%11 == 0 {
 			req.Devices = []Device{{ID: "dev", NUMANode: size % 5}}
+		}
+		if size%13 == 0 {
+			req.Namespace = "kube-system"
+		}
+		if more&16 != 0 { // the pods' sums, and containers Guaranteed only through them
+			req.PodCPURequest, req.PodMemory = int64(size%3+1)*2000, int64(size%3)<<30
+			if size%3 == 0 {
+				req.CPULimit = req.PodCPURequest
+			}
 		}
 		switch op {
 		case 0:

@@ -196,6 +196,9 @@ func (p *Policy) placeExclusive(req Request, pool PoolKind, n int, free, keep cp
 			res, fresh = r, r
 		}
 	}
+	// A resize keeps only CPUs it may still take: a container that moved to
+	// another pod (its id reused) must leave its old pod's reservation.
+	keep = keep.Intersection(free)
 	if n > free.Size() {
 		return nil, p.notEnough(req, pool, n, free)
 	}

@@ -398,10 +398,16 @@ func (p *Policy) Resize(req Request) (Placement, []Placement, error) {
 		return Placement{}, nil, err
 	}
 	before := p.shared
+	// What the pod showed outlives its only container's resize.
 	podLevel := p.pods[old.pl.PodUID].podLevel
+	keepPodLevel := func() {
+		if podLevel {
+			p.podState(old.pl.PodUID).podLevel = true
+		}
+	}
 	p.unassign(old)
-	if podLevel { // what the pod showed outlives its only container's resize
-		p.podState(old.pl.PodUID).podLevel = true
+	if req.PodUID == old.pl.PodUID {
+		keepPodLevel()
 	}
 	keep := cpuset.CPUSet{}
 	if old.pl.Pool == PoolExclusive || old.pl.Pool == PoolIsolated {
@@ -410,6 +416,7 @@ func (p *Policy) Resize(req Request) (Placement, []Placement, error) {
 	e, err := p.place(req, keep)
 	if err != nil {
 		p.assign(old)
+		keepPodLevel()
 		return Placement{}, nil, fmt.Errorf("resize: %w", err)
 	}
 	e, moved := p.commit(e, keep)
