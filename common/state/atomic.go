@@ -43,6 +43,20 @@ func tempPath(path string) string {
 	return filepath.Join(dir, "."+name+".tmp")
 }
 
+// durability says whether a write is synced to the disk before it counts.
+type durability bool
+
+const (
+	// synced writes survive a power failure: the file and the rename are
+	// synced (two fsyncs, milliseconds each on a disk).
+	synced durability = true
+	// unsynced writes survive the death of their process, as the kernel
+	// keeps what was written, but not a crash of the machine, after which
+	// the old or the new content, or an empty file, may be found. For state
+	// that means nothing after a reboot.
+	unsynced durability = false
+)
+
 // writeFileAtomic replaces path with data so that readers, and a crash at any
 // moment, see either the old or the new content. Data above limit, which
 // readers would refuse, is refused here.
@@ -56,12 +70,12 @@ func writeFileAtomic(path string, data []byte, p perms, limit int64) error {
 		return err
 	}
 	defer unlock()
-	return writeLocked(path, data, p, limit)
+	return writeLocked(path, data, p, limit, synced)
 }
 
 // writeLocked is writeFileAtomic for a caller that holds the lock of path's
 // existing directory.
-func writeLocked(path string, data []byte, p perms, limit int64) (err error) {
+func writeLocked(path string, data []byte, p perms, limit int64, d durability) (err error) {
 	if int64(len(data)) > limit {
 		return fmt.Errorf("writing %s: %d bytes, above the limit of %s that readers accept", path, len(data), fsread.Size(limit))
 	}
@@ -87,14 +101,19 @@ func writeLocked(path string, data []byte, p perms, limit int64) (err error) {
 	if err := f.Chmod(p.file); err != nil {
 		return fmt.Errorf("setting mode of %s: %w", tmp, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", tmp, err)
+	if d == synced {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("syncing %s: %w", tmp, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("renaming %s over %s: %w", tmp, path, err)
+	}
+	if d == unsynced {
+		return nil
 	}
 	// Without this the rename itself may be lost on power failure.
 	return syncDir(dir)

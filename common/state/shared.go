@@ -42,6 +42,7 @@ type Records[T any] struct {
 	kind    string
 	dir     string
 	version int
+	sync    durability
 }
 
 // NewRecords binds the records of kind under root (usually DefaultDir) with
@@ -57,7 +58,20 @@ func NewRecords[T any](root, kind string, version int) (*Records[T], error) {
 	if version < 1 {
 		return nil, fmt.Errorf("binding %s records: schema version %d, want >= 1", kind, version)
 	}
-	return &Records[T]{kind: kind, dir: filepath.Join(root, kind), version: version}, nil
+	return &Records[T]{kind: kind, dir: filepath.Join(root, kind), version: version, sync: synced}, nil
+}
+
+// Unsynced returns the same records, published without syncing them to the
+// disk: for records that their publisher rebuilds whenever it starts, and
+// that mean nothing after a reboot, on a state directory that may be on a
+// disk, where the two fsyncs of a synced write cost milliseconds each. A
+// reader still never sees a partial record (they are renamed into place);
+// only a crash of the machine may leave an old or empty one, which the
+// publisher replaces at its start.
+func (r *Records[T]) Unsynced() *Records[T] {
+	out := *r
+	out.sync = unsynced
+	return &out
 }
 
 // Dir is the directory holding the records.
@@ -95,7 +109,7 @@ func (r *Records[T]) PublishIf(key string, v T, may func(current T) bool) (bool,
 	if !r.allows(key, may) {
 		return false, nil
 	}
-	if err := writeLocked(r.path(key), data, sharedPerms, MaxRecordSize); err != nil {
+	if err := writeLocked(r.path(key), data, sharedPerms, MaxRecordSize, r.sync); err != nil {
 		return false, fmt.Errorf("publishing %s record %s: %w", r.kind, key, err)
 	}
 	return true, nil

@@ -28,15 +28,36 @@ func livePod(b *testing.B, file, container string, i int) (*api.PodSandbox, *api
 	return pod, ctr
 }
 
-// populate creates n containers, one in ten exclusive (2 CPUs), the others
-// shared, and returns the runtime's view of them.
-func populate(b *testing.B, p *Plugin, n int) *runtimeView {
+// node is a machine and the containers a benchmark keeps running on it:
+// count containers, every exclusiveEvery-th one exclusive (pod file
+// exclusive), the others shared.
+type node struct {
+	fixture        string
+	count          int
+	exclusiveEvery int
+	exclusive      string
+}
+
+func (n node) String() string {
+	return fmt.Sprintf("containers=%d/%s", n.count, n.fixture)
+}
+
+// nodes are the benchmarks' sizes: 500 containers (1 in 10 exclusive, 2
+// CPUs) on 256 CPUs, and 10,000 (500 exclusive, 1 CPU) on 512 CPUs.
+var nodes = []node{
+	{benchFixture, 500, 10, "guaranteed-2cpu.yaml"},
+	{"smt-8s-8n-512c", 10000, 20, "guaranteed-1cpu.yaml"},
+}
+
+// populate creates the node's containers and returns the runtime's view of
+// them.
+func populate(b *testing.B, p *Plugin, n node) *runtimeView {
 	v := newRuntimeView()
 	synchronize(b, p, v)
-	for i := range n {
+	for i := range n.count {
 		file, name := "burstable.yaml", "web"
-		if i%10 == 0 {
-			file, name = "guaranteed-2cpu.yaml", "app"
+		if i%n.exclusiveEvery == 0 {
+			file, name = n.exclusive, "app"
 		}
 		pod, ctr := livePod(b, file, name, i)
 		adjust, updates, err := p.CreateContainer(context.Background(), pod, ctr)
@@ -100,23 +121,28 @@ func BenchmarkCreateContainer(b *testing.B) {
 	}
 }
 
-// BenchmarkSynchronize measures the Synchronize handler with 500 running
-// containers on the 256-CPU fixture, one in ten exclusive, including the
-// checkpoint write it waits for:
+// BenchmarkSynchronize measures the Synchronize handler with the running
+// containers of each node, including the checkpoint write it waits for:
 //
 //   - plugin-restart: a new plugin process restores from the checkpoint
 //     and the records the previous one left;
 //   - runtime-restart: the same plugin synchronizes again (its live state).
 func BenchmarkSynchronize(b *testing.B) {
+	for _, n := range nodes {
+		b.Run(n.String(), func(b *testing.B) { benchmarkSynchronize(b, n) })
+	}
+}
+
+func benchmarkSynchronize(b *testing.B, n node) {
 	b.Run("plugin-restart", func(b *testing.B) {
-		first := newTestPlugin(b, benchFixture, nil)
-		v := populate(b, first.Plugin, 500)
+		first := newTestPlugin(b, n.fixture, nil)
+		v := populate(b, first.Plugin, n)
 		require.NoError(b, first.Close())
 		pods, ctrs := v.list()
 		var took []time.Duration
 		for b.Loop() {
 			b.StopTimer()
-			p := newTestPluginIn(b, benchFixture, nil, first.opts.StateDir, first.shared)
+			p := newTestPluginIn(b, n.fixture, nil, first.opts.StateDir, first.shared)
 			b.StartTimer()
 			start := time.Now()
 			updates, err := p.Synchronize(context.Background(), pods, ctrs)
@@ -130,8 +156,8 @@ func BenchmarkSynchronize(b *testing.B) {
 		harness.ReportPercentiles(b, "", took)
 	})
 	b.Run("runtime-restart", func(b *testing.B) {
-		p := newTestPlugin(b, benchFixture, nil)
-		v := populate(b, p.Plugin, 500)
+		p := newTestPlugin(b, n.fixture, nil)
+		v := populate(b, p.Plugin, n)
 		pods, ctrs := v.list()
 		var took []time.Duration
 		for b.Loop() {
@@ -153,7 +179,7 @@ func BenchmarkSynchronize(b *testing.B) {
 // written per grant.
 func BenchmarkWriteState(b *testing.B) {
 	p := newTestPlugin(b, benchFixture, nil)
-	populate(b, p.Plugin, 500)
+	populate(b, p.Plugin, nodes[0])
 	require.NoError(b, p.persist.Flush())
 	var collect, write []time.Duration
 	written := 0

@@ -40,19 +40,29 @@ const (
 //
 // Why behind and not in the handler: every NRI request holds the runtime's
 // one lock, and a durable write is an fsync of the file and of its
-// directory (milliseconds on a disk); a checkpoint of hundreds of containers
-// also takes a while to encode. Doing that inline would stall every
-// container operation on the node. (The records cost O(1) writes per
-// grant: shared containers' records refer to the pool's, see records.go.) So
-// a handler only marks the state changed; one goroutine takes a snapshot
-// (under the plugin's lock, in memory) and writes it, and changes that
-// arrive meanwhile coalesce into the next write.
+// directory (milliseconds on a disk, seconds behind a burst of other
+// writes); a checkpoint of thousands of containers also takes a while to
+// encode. Doing that inline would stall every container operation on the
+// node. So a handler only marks the state changed; one goroutine takes a
+// snapshot (under the plugin's lock, in memory) and writes it, and changes
+// that arrive meanwhile coalesce into the next write. No request ever waits
+// for it: not even Synchronize.
 //
-// What a crash between a change and its write loses is harmless: the
-// runtime still knows every container and its actual cpuset, and
-// Synchronize adopts containers that the checkpoint lacks and drops those it
-// has that no longer run. Synchronize waits for the checkpoint
-// (FlushCheckpoint) before it returns, Close for everything (Flush).
+// What a crash between a change and its write costs: the checkpoint is
+// behind the runtime by the changes of the last write interval
+// (writeDelay, at most maxWriteDelay, or the write in progress). No
+// placement the runtime was told about is lost by it: Synchronize adopts
+// where they run the containers the checkpoint lacks, or records elsewhere
+// (created or resized in that interval), and drops those it has that no
+// longer run (see policy.Restore). What the runtime cannot show is lost: a
+// pod-scope reservation made in that interval (its containers keep their
+// CPUs; the pod's later containers are placed without it). Close writes
+// everything.
+//
+// The records are published unsynced (state.Records.Unsynced): they are
+// rebuilt from the checkpoint at every start and mean nothing after a
+// reboot, and syncing one per new container, on a disk, held the writer
+// for seconds after a burst of creations.
 type persister struct {
 	// checkpoint is where the state is saved; the configuration may move it.
 	checkpoint atomic.Pointer[state.Checkpoint[policy.Snapshot]]
@@ -62,6 +72,8 @@ type persister struct {
 	// collect returns the state to write, under the plugin's lock; ok is
 	// false while there is none yet (before the first Synchronize).
 	collect func() (st persistedState, ok bool)
+	// saved is told of every checkpoint saved, in the writer.
+	saved   func(*state.Checkpoint[policy.Snapshot])
 	log     *logrus.Entry
 	metrics *metrics
 
@@ -89,21 +101,23 @@ type persistedState struct {
 // flushRequest asks the writer to write every change made before it.
 type flushRequest struct {
 	reply chan error
-	// checkpointOnly: reply once the checkpoint is saved; the records are
-	// published right after, before any other request is served.
-	checkpointOnly bool
 }
 
+// newPersister starts the writer; saved (may be nil) is told of every
+// checkpoint saved.
 func newPersister(cp *state.Checkpoint[policy.Snapshot], pools *state.Records[state.PoolRecord], placements *state.Records[state.PlacementRecord],
-	collect func() (persistedState, bool), log *logrus.Entry, m *metrics) *persister {
+	collect func() (persistedState, bool), saved func(*state.Checkpoint[policy.Snapshot]), log *logrus.Entry, m *metrics) *persister {
+	if saved == nil {
+		saved = func(*state.Checkpoint[policy.Snapshot]) {}
+	}
 	s := &persister{
-		collect: collect, log: log, metrics: m,
+		collect: collect, saved: saved, log: log, metrics: m,
 		changed: make(chan struct{}, 1), flushes: make(chan flushRequest),
 		closing: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	if pools != nil && placements != nil {
-		s.pools = &recordSet[state.PoolRecord]{records: pools, what: "pool", equal: func(a, b state.PoolRecord) bool { return a == b }, log: log}
-		s.placements = &recordSet[state.PlacementRecord]{records: placements, what: "placement", equal: samePlacement, log: log}
+		s.pools = &recordSet[state.PoolRecord]{records: pools.Unsynced(), what: "pool", equal: func(a, b state.PoolRecord) bool { return a == b }, log: log}
+		s.placements = &recordSet[state.PlacementRecord]{records: placements.Unsynced(), what: "placement", equal: samePlacement, log: log}
 	}
 	s.checkpoint.Store(cp)
 	go s.run()
@@ -128,16 +142,9 @@ func (s *persister) Changed() {
 // Flush waits until every change made before the call is written, the
 // checkpoint and the records, and returns the error of that write. It must
 // not be called with the plugin's lock held (the writer takes it to collect
-// the state).
-func (s *persister) Flush() error { return s.flush(false) }
-
-// FlushCheckpoint is Flush, but returns as soon as the checkpoint is
-// written: the records follow behind. A restart waits for the checkpoint
-// only, not for a new process to read and check what the last one published.
-func (s *persister) FlushCheckpoint() error { return s.flush(true) }
-
-func (s *persister) flush(checkpointOnly bool) error {
-	req := flushRequest{reply: make(chan error, 1), checkpointOnly: checkpointOnly}
+// the state). Only Close and tests wait for it.
+func (s *persister) Flush() error {
+	req := flushRequest{reply: make(chan error, 1)}
 	select {
 	case s.flushes <- req:
 		return <-req.reply
@@ -165,15 +172,14 @@ func (s *persister) run() {
 	timer := time.NewTimer(writeDelay)
 	timer.Stop()             // armed by the first change
 	var dirtySince time.Time // the first change not written yet; zero: none
-	// write writes what changed; saved learns the checkpoint's outcome.
-	write := func(saved func(error)) {
+	// write writes what changed.
+	write := func() {
 		dirtySince = time.Time{}
 		target := s.generation.Load()
 		if target == s.written && s.lastErr == nil {
-			saved(nil)
 			return
 		}
-		s.written, s.lastErr = target, s.write(saved)
+		s.written, s.lastErr = target, s.write()
 		if s.lastErr != nil {
 			timer.Reset(retryDelay)
 		}
@@ -187,14 +193,10 @@ func (s *persister) run() {
 			}
 			timer.Reset(writeWait(now, dirtySince))
 		case <-timer.C:
-			write(func(error) {})
+			write()
 		case req := <-s.flushes:
-			if req.checkpointOnly {
-				write(func(err error) { req.reply <- err })
-			} else {
-				write(func(error) {})
-				req.reply <- s.lastErr
-			}
+			write()
+			req.reply <- s.lastErr
 		case <-s.closing:
 			return
 		}
@@ -211,20 +213,20 @@ func writeWait(now, dirtySince time.Time) time.Duration {
 // write saves the checkpoint, tells saved, and brings the records in line
 // with it: the pools first, so that a placement never names a pool record
 // not yet there.
-func (s *persister) write(saved func(error)) error {
+func (s *persister) write() error {
 	st, ok := s.collect()
 	if !ok {
-		saved(nil)
 		return nil
 	}
 	start := time.Now()
-	err := s.checkpoint.Load().Save(st.snapshot)
+	cp := s.checkpoint.Load()
+	err := cp.Save(st.snapshot)
 	s.metrics.checkpointWrite(time.Since(start), err)
-	saved(err)
 	if err != nil {
 		s.log.WithError(err).Error("could not save the checkpoint; retrying")
 		return err
 	}
+	s.saved(cp)
 	if s.placements == nil {
 		return nil
 	}

@@ -24,6 +24,13 @@ type fakeState struct {
 	mu        sync.Mutex
 	snap      policy.Snapshot
 	collected int
+	savedTo   []string // the checkpoints the persister said it saved
+}
+
+func (f *fakeState) saved(cp *state.Checkpoint[policy.Snapshot]) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.savedTo = append(f.savedTo, cp.Path())
 }
 
 func (f *fakeState) set(ids ...string) {
@@ -70,7 +77,7 @@ func newPersisterEnv(t *testing.T) persisterEnv {
 func (e persisterEnv) start(t *testing.T) *persister {
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
-	s := newPersister(e.cp, e.pools, e.recs, e.state.collect, logrus.NewEntry(logger), newMetrics("test"))
+	s := newPersister(e.cp, e.pools, e.recs, e.state.collect, e.state.saved, logrus.NewEntry(logger), newMetrics("test"))
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -198,20 +205,15 @@ func TestPersisterCloseFlushesAndRefusesLaterFlushes(t *testing.T) {
 	assert.True(t, errors.Is(err, errPersisterClosed))
 }
 
-func TestPersisterFlushCheckpointLeavesTheRecordsBehind(t *testing.T) {
+func TestPersisterTellsEverySavedCheckpoint(t *testing.T) {
 	env := newPersisterEnv(t)
 	s := env.start(t)
-	env.state.set("a", "b")
+	env.state.set("a")
 	s.Changed()
-	require.NoError(t, s.FlushCheckpoint())
-	saved, found, err := env.cp.Load()
-	require.NoError(t, err)
-	require.True(t, found, "the checkpoint is written when FlushCheckpoint returns")
-	assert.Equal(t, env.state.snap, saved)
-	// The records follow before the writer serves anything else.
 	require.NoError(t, s.Flush())
-	env.requireOnDisk(t, "a", "b")
-	assert.Equal(t, 1, env.state.collected, "one write served both")
+	assert.Equal(t, []string{env.cp.Path()}, env.state.savedTo, "told once the checkpoint is saved")
+	require.NoError(t, s.Flush())
+	assert.Len(t, env.state.savedTo, 1, "nothing changed, nothing saved")
 }
 
 func TestWriteWaitDebouncesWithABound(t *testing.T) {

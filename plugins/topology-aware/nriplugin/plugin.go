@@ -136,7 +136,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err := p.metrics.register(deps.Registry, newUsageCollector(deps.MetricsNamespace, p.usage)); err != nil {
 		return nil, fmt.Errorf("create topology-aware plugin: register metrics: %w", err)
 	}
-	p.persist = newPersister(cp, pools, placements, p.collect, deps.Log, p.metrics)
+	p.persist = newPersister(cp, pools, placements, p.collect, p.retireMoved, deps.Log, p.metrics)
 	p.reapply = newReapplier(deps.Updater, p.currentUpdates, deps.Log, p.metrics)
 	return p, nil
 }

@@ -42,7 +42,10 @@ func (v *runtimeView) setCPUs(id, cpus, mems string) {
 func (v *runtimeView) apply(t testing.TB, updates []*api.ContainerUpdate) {
 	t.Helper()
 	for _, u := range updates {
-		require.Contains(t, v.ctrs, u.GetContainerId(), "update of a container the runtime does not have")
+		// Not require.Contains, which lists the map's keys on every call.
+		if _, ok := v.ctrs[u.GetContainerId()]; !ok {
+			require.Failf(t, "update of a container the runtime does not have", "container %s", u.GetContainerId())
+		}
 		cpu := u.GetLinux().GetResources().GetCpu()
 		v.setCPUs(u.GetContainerId(), cpu.GetCpus(), cpu.GetMems())
 	}
@@ -173,7 +176,8 @@ func TestSynchronizeAfterRuntimeRestartMovesNothing(t *testing.T) {
 	assert.Equal(t, before, after)
 	require.NoError(t, p.Check())
 
-	// The checkpoint holds the state once Synchronize returned.
+	// The checkpoint holds the state once the writer behind wrote it.
+	require.NoError(t, p.persist.Flush())
 	saved, found, err := p.checkpoint.Load()
 	require.NoError(t, err)
 	require.True(t, found)
@@ -216,6 +220,7 @@ func TestConfiguredStateDir(t *testing.T) {
 	require.NoError(t, next.Configure([]byte(configure), "test.yaml"))
 	synchronize(t, next.Plugin, v)
 	assert.Equal(t, want, next.pol.Snapshot(), "the state is taken over")
+	require.NoError(t, next.persist.Flush())
 	saved, found, err := next.checkpoint.Load()
 	require.NoError(t, err)
 	require.True(t, found, "saved in the configured directory")

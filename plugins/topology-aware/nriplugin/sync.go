@@ -19,8 +19,8 @@ import (
 // Synchronize rebuilds the policy from what the plugin remembers (its live
 // state after a runtime restart, else the checkpoint) and from the
 // containers as they actually run, moving none that is consistent. It
-// returns the updates the restore needs, and returns only once the
-// checkpoint holds the rebuilt state.
+// returns the updates the restore needs; the checkpoint is written behind,
+// as after any other request (see persister).
 //
 // Nothing the plugin sent before counts as applied: every container the
 // runtime reports elsewhere than its placement (on no cpuset at all, say:
@@ -31,13 +31,6 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	if err != nil {
 		return nil, err
 	}
-	// Not fatal: the live state is right and the writer retries; failing the
-	// Synchronize would only disconnect the plugin.
-	if err := p.persist.FlushCheckpoint(); err != nil {
-		p.log.WithError(err).Error("synchronized, but the checkpoint could not be written")
-		return updates, nil
-	}
-	p.retireMoved()
 	if ctx.Err() != nil {
 		p.log.WithError(context.Cause(ctx)).WithField("updates", len(updates)).
 			Warn("synchronize ran past the runtime's deadline: the runtime drops this reply, and the next synchronize sends again what it does not show")
@@ -46,12 +39,19 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 }
 
 // retireMoved removes the checkpoint where the state was saved before the
-// configuration moved it, now that the new place holds the state: left, it
-// would be read, stale, if the configuration moved the checkpoint back.
-func (p *Plugin) retireMoved() {
+// configuration moved it, once the writer saved the state in the new place
+// (saved): left, it would be read, stale, if the configuration moved the
+// checkpoint back. A save in a place the configuration has since left
+// retires nothing.
+func (p *Plugin) retireMoved(saved *state.Checkpoint[policy.Snapshot]) {
 	p.mu.Lock()
 	moved := p.moved
-	p.moved = nil
+	if saved != p.checkpoint || p.pol == nil {
+		moved = nil
+	}
+	if moved != nil {
+		p.moved = nil
+	}
 	p.mu.Unlock()
 	if moved == nil {
 		return
