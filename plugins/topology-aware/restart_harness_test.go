@@ -27,15 +27,40 @@ func savedPlacements(t *testing.T, stateDir string) map[string]policy.Placement 
 	return out
 }
 
+// savedPlacement waits, bounded, until the checkpoint in stateDir holds a
+// placement of the container, which the writer behind the handlers saves,
+// and returns it.
+func savedPlacement(t *testing.T, stateDir string, c *harness.Container) policy.Placement {
+	t.Helper()
+	var pl policy.Placement
+	require.Eventually(t, func() bool {
+		var ok bool
+		pl, ok = savedPlacements(t, stateDir)[c.ID()]
+		return ok
+	}, 10*time.Second, 5*time.Millisecond, "%s/%s is in the checkpoint", c.Pod.Name(), c.Name())
+	return pl
+}
+
 // requireConsistent checks what must hold once the plugin has synchronized
-// (the checkpoint is written before Synchronize returns): the checkpoint
-// holds every container exactly as the runtime runs it, and, as the runtime
-// runs them, exclusive grants are disjoint and shared containers run on the
-// CPUs no grant holds.
+// and its writer caught up (waited for, bounded): the checkpoint holds every
+// container exactly as the runtime runs it, and, as the runtime runs them,
+// exclusive grants are disjoint and shared containers run on the CPUs no
+// grant holds.
 func (n *node) requireConsistent(t *testing.T, ctrs []*harness.Container) {
 	t.Helper()
-	saved := savedPlacements(t, n.stateDir)
-	require.Len(t, saved, len(ctrs), "the checkpoint holds the live containers")
+	var saved map[string]policy.Placement
+	require.Eventually(t, func() bool {
+		saved = savedPlacements(t, n.stateDir)
+		if len(saved) != len(ctrs) {
+			return false
+		}
+		for _, c := range ctrs {
+			if pl, ok := saved[c.ID()]; !ok || pl.CPUs.String() != c.Spec().CPUs() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the checkpoint holds the live containers where they run")
 	var granted cpuset.CPUSet
 	var shared []*harness.Container
 	for _, c := range ctrs {
@@ -74,19 +99,21 @@ func TestLostSynchronizeReplyIsSentAgain(t *testing.T) {
 
 			n.rt.LoseSyncReplies(1)
 			n.plugin.Restart(t)
-			grant := savedPlacements(t, n.stateDir)[app.ID()]
-			require.Equal(t, policy.PoolExclusive, grant.Pool, "the plugin placed it and checkpointed that")
-			require.Equal(t, 2, grant.CPUs.Size())
 			require.Empty(t, app.Spec().CPUs(), "the runtime never got the update")
-
+			var grant policy.Placement
 			if next == "the same process reconnects" {
 				n.plugin.WaitSynchronized(t)
+				grant = savedPlacement(t, n.stateDir, app)
 			} else {
 				n.rt.Stop() // so that the plugin cannot reconnect before it is killed
+				grant = savedPlacement(t, n.stateDir, app)
+				require.Empty(t, app.Spec().CPUs(), "the runtime never got the update")
 				n.plugin.Kill(t)
 				n.rt.Start(t)
 				n.plugin.Restart(t)
 			}
+			require.Equal(t, policy.PoolExclusive, grant.Pool, "the plugin placed it and checkpointed that")
+			require.Equal(t, 2, grant.CPUs.Size())
 			assert.Equal(t, grant.CPUs.String(), app.Spec().CPUs(), "the grant is sent again")
 			assert.Equal(t, grant.Mems.String(), app.Spec().Mems())
 			n.requireConsistent(t, []*harness.Container{idle, app})
@@ -174,7 +201,7 @@ func TestSynchronizeUpdateLostBeforeStartIsReapplied(t *testing.T) {
 	n.plugin.Restart(t)
 	require.Positive(t, app.DroppedUpdates(), "the runtime lost the Synchronize's update of the created container")
 	require.Empty(t, app.Spec().CPUs())
-	grant := savedPlacements(t, n.stateDir)[app.ID()]
+	grant := savedPlacement(t, n.stateDir, app)
 	require.Equal(t, policy.PoolExclusive, grant.Pool)
 
 	require.NoError(t, n.rt.StartContainer(app))

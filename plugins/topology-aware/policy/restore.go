@@ -92,31 +92,41 @@ func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 			report.DroppedPods[pod.PodUID] = err.Error()
 		}
 	}
-	for _, pass := range []bool{true, false} {
-		for _, r := range runs {
-			s, known := byID[r.Request.ContainerID]
-			if known != pass {
-				continue
-			}
-			var e *entry
-			var err error
-			if known {
-				e, err = p.fromCheckpoint(r, s, sharedRunning)
-			} else {
-				e, err = p.fromRunning(r, sharedRunning)
-			}
-			if err != nil {
-				anew = append(anew, r)
-				reasons[r.Request.ContainerID] = err.Error()
-				continue
-			}
-			p.assign(e)
-			if known {
-				report.Kept = append(report.Kept, r.Request.ContainerID)
-			} else {
-				report.Adopted = append(report.Adopted, r.Request.ContainerID)
-			}
+	// First the checkpointed containers that run where it says; then, where
+	// they run, those it does not know or records elsewhere (created or
+	// resized after its last write, see nriplugin's persister): a
+	// checkpoint behind the runtime moves no container that is consistent.
+	stale := map[string]string{}
+	for _, r := range runs {
+		s, known := byID[r.Request.ContainerID]
+		if !known {
+			continue
 		}
+		e, err := p.fromCheckpoint(r, s, sharedRunning)
+		if err != nil {
+			stale[r.Request.ContainerID] = err.Error()
+			continue
+		}
+		p.assign(e)
+		report.Kept = append(report.Kept, r.Request.ContainerID)
+	}
+	for _, r := range runs {
+		id := r.Request.ContainerID
+		why, isStale := stale[id]
+		if _, known := byID[id]; known && !isStale {
+			continue
+		}
+		e, err := p.fromRunning(r, sharedRunning)
+		if err != nil {
+			anew = append(anew, r)
+			if !isStale {
+				why = err.Error()
+			}
+			reasons[id] = why
+			continue
+		}
+		p.assign(e)
+		report.Adopted = append(report.Adopted, id)
 	}
 	replaced := map[string]bool{}
 	for i, r := range anew {

@@ -167,3 +167,33 @@ func TestRestoreKeepsASharedPoolForWhatItCannotPlace(t *testing.T) {
 	_, inState := p.Placement("a")
 	assert.False(t, inState)
 }
+
+// A checkpoint written behind the handlers can be older than what the
+// runtime runs: a container resized after the last write runs, consistently,
+// on more CPUs than the checkpoint records. It is adopted where it runs, not
+// placed anew, so a checkpoint behind the runtime moves nothing.
+func TestRestoreAdoptsWhatTheCheckpointRecordsElsewhere(t *testing.T) {
+	inter := fixture(t, "smt-2s-12c-interleaved")
+	before := newPolicy(t, inter, Config{})
+	_, _, err := before.Allocate(burstable("shared", 100))
+	require.NoError(t, err)
+	_, _, err = before.Allocate(guaranteed("grant", 2000, gib))
+	require.NoError(t, err)
+	saved := before.Snapshot() // the last write, before the resize
+	grown, _, err := before.Resize(guaranteed("grant", 4000, gib))
+	require.NoError(t, err)
+	shared, _ := before.Placement("shared")
+
+	p := newPolicy(t, inter, Config{})
+	report := p.Restore(saved, []Running{
+		{Request: guaranteed("grant", 4000, gib), CPUs: grown.CPUs, Mems: grown.Mems},
+		{Request: burstable("shared", 100), CPUs: shared.CPUs, Mems: shared.Mems},
+	})
+	assert.Equal(t, []string{"shared"}, report.Kept)
+	assert.Equal(t, []string{"grant"}, report.Adopted, "adopted where it runs")
+	assert.Empty(t, report.Replaced)
+	assert.Empty(t, report.Updates, "nothing moves")
+	got, _ := p.Placement("grant")
+	assert.Equal(t, grown.CPUs, got.CPUs)
+	require.NoError(t, p.Check())
+}
