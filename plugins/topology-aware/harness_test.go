@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -621,7 +622,10 @@ func TestPreRegisteredStateDirFromConfig(t *testing.T) {
 	log := rt.PreRegisteredLog("30-topology-aware")
 	assert.Equal(t, len(ctrs), strings.Count(log, "kept container's placement from the checkpoint"), "taken over from where it was")
 	waitCheckpoint(t, configDir, ctrs)
-	assert.NoFileExists(t, filepath.Join(flagDir, nriplugin.CheckpointFile), "the old place is retired")
+	require.Eventually(t, func() bool {
+		_, err := os.Lstat(filepath.Join(flagDir, nriplugin.CheckpointFile))
+		return errors.Is(err, fs.ErrNotExist)
+	}, 10*time.Second, 5*time.Millisecond, "the old place is retired once the new one holds the state")
 
 	rt.Restart(t)
 	assert.Equal(t, want, cpusets(t, ctrs), "a runtime restart moves nothing")

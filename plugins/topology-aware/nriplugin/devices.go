@@ -22,6 +22,28 @@ type DeviceSource interface {
 	ContainerDevices(id k8s.Identity) ([]policy.Device, error)
 }
 
+// listingSource is a DeviceSource that can look up the containers it has
+// devices for all at once: a Synchronize of 10,000 containers, of which a
+// few have devices, then opens a few records instead of trying 10,000.
+type listingSource interface {
+	DeviceSource
+	// Listed returns a source that answers from one listing, for the
+	// containers that exist now.
+	Listed() (DeviceSource, error)
+}
+
+// forMany returns the builder to use for many containers that exist now.
+func (b RequestBuilder) forMany() RequestBuilder {
+	if l, ok := b.Devices.(listingSource); ok {
+		if src, err := l.Listed(); err == nil {
+			b.Devices = src
+		} else {
+			b.Log.WithError(err).Warn("could not list the devices of the containers; looking each up")
+		}
+	}
+	return b
+}
+
 // devices returns the container's located devices: its char and block
 // devices by major:minor under the sysfs root, then those of the source. A
 // device sysfs does not know (a virtual one such as /dev/fuse in a recorded

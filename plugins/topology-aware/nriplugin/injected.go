@@ -42,6 +42,33 @@ func NewInjectedDevices(sharedDir string) (*InjectedDevices, error) {
 	return &InjectedDevices{records: records}, nil
 }
 
+// Listed implements listingSource: a source that answers from one listing of
+// the records' directory, opening only the records there.
+func (s *InjectedDevices) Listed() (DeviceSource, error) {
+	keys, err := s.records.Keys()
+	if err != nil {
+		return nil, fmt.Errorf("list device-injector's records: %w", err)
+	}
+	listed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		listed[k] = true
+	}
+	return listedDevices{src: s, listed: listed}, nil
+}
+
+// listedDevices is InjectedDevices for the containers of one listing.
+type listedDevices struct {
+	src    *InjectedDevices
+	listed map[string]bool
+}
+
+func (l listedDevices) ContainerDevices(id k8s.Identity) ([]policy.Device, error) {
+	if !l.listed[id.ContainerID] {
+		return nil, nil
+	}
+	return l.src.ContainerDevices(id)
+}
+
 // ContainerDevices implements DeviceSource. A container without a record got
 // no devices from device-injector (or device-injector does not run): none,
 // not an error. A record that cannot be read or makes no sense is an error,

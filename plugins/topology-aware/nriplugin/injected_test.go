@@ -214,3 +214,29 @@ func FuzzInjectedDevice(f *testing.F) {
 		assert.Equal(t, node, dev.NUMANode)
 	})
 }
+
+// A Synchronize looks the devices of many containers up from one listing of
+// the records: a listed container gets its devices, as one at a time, and
+// one without a record gets none without its record being opened.
+func TestInjectedDevicesListed(t *testing.T) {
+	dir := t.TempDir()
+	publishDevices(t, dir, "with", nvmeOnNode2)
+	src, err := NewInjectedDevices(dir)
+	require.NoError(t, err)
+	listed, err := src.Listed()
+	require.NoError(t, err)
+
+	one, err := src.ContainerDevices(k8s.Identity{ContainerID: "with"})
+	require.NoError(t, err)
+	got, err := listed.ContainerDevices(k8s.Identity{ContainerID: "with"})
+	require.NoError(t, err)
+	assert.Equal(t, one, got)
+	assert.Len(t, got, 1)
+
+	// A record published after the listing is not looked for: the listing
+	// is of the containers that exist at the Synchronize.
+	publishDevices(t, dir, "later", nvmeOnNode2)
+	got, err = listed.ContainerDevices(k8s.Identity{ContainerID: "later"})
+	require.NoError(t, err)
+	assert.Empty(t, got)
+}

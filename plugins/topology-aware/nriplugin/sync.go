@@ -71,9 +71,13 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 		return nil, fmt.Errorf("synchronize: build the policy: %w", err)
 	}
 	saved, source := p.savedStateLocked()
-	saved.Pods = slices.DeleteFunc(saved.Pods, func(s policy.SavedPod) bool {
-		return !slices.ContainsFunc(pods, func(pod *api.PodSandbox) bool { return pod.GetUid() == s.PodUID })
-	})
+	if len(saved.Pods) > 0 {
+		live := make(map[string]bool, len(pods))
+		for _, pod := range pods {
+			live[pod.GetUid()] = true
+		}
+		saved.Pods = slices.DeleteFunc(saved.Pods, func(s policy.SavedPod) bool { return !live[s.PodUID] })
+	}
 	running := p.running(pods, ctrs)
 
 	start := time.Now()
@@ -137,11 +141,12 @@ func (p *Plugin) running(pods []*api.PodSandbox, ctrs []*api.Container) []policy
 		podByID[pod.GetId()] = pod
 	}
 	out := make([]policy.Running, 0, len(ctrs))
+	requests := p.requests.forMany()
 	for _, ctr := range ctrs {
 		if ctr.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		req, id, err := p.requests.Build(podByID[ctr.GetPodSandboxId()], ctr, nil)
+		req, id, err := requests.Build(podByID[ctr.GetPodSandboxId()], ctr, nil)
 		log := p.log.WithFields(id.Fields())
 		if err != nil {
 			log.WithError(err).Warn("running container has a bad request; restoring it with defaults for the bad parts")
@@ -189,8 +194,12 @@ func (p *Plugin) logRestore(report policy.RestoreReport, saved policy.Snapshot, 
 		pl, _ := p.pol.Placement(id)
 		return placementFields(pl)
 	}
-	for _, id := range report.Kept {
-		entry(id).WithFields(placed(id)).Info("kept container's placement from the checkpoint")
+	// Kept is what a restart is for, and on a full node 10,000 lines that
+	// say nothing moved: at debug. Every other decision is news.
+	if p.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		for _, id := range report.Kept {
+			entry(id).WithFields(placed(id)).Debug("kept container's placement from the checkpoint")
+		}
 	}
 	for _, id := range report.Adopted {
 		entry(id).WithFields(placed(id)).Info("adopted container where it runs")

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 )
@@ -63,10 +64,7 @@ func cloneRequest(r Request) Request {
 // containers, and reports what it kept, adopted, replaced and dropped.
 func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 	p.reset()
-	runs := slices.Clone(running)
-	slices.SortFunc(runs, func(a, b Running) int {
-		return cmpRank(p, a, b)
-	})
+	runs := p.ranked(running)
 	byID := map[string]SavedContainer{}
 	for _, s := range saved.Containers {
 		byID[s.Placement.ContainerID] = s
@@ -214,25 +212,33 @@ func differs(actual, placed cpuset.CPUSet) bool {
 	return !placed.IsEmpty() && !actual.Equal(placed)
 }
 
-// cmpRank orders grants before shared containers, then by container id.
-func cmpRank(p *Policy, a, b Running) int {
-	rank := func(r Running) int {
+// ranked returns the running containers with grants before shared
+// containers, then by container id. Each is classified once: a comparator
+// that classified would do it n log n times, 140,000 at 10,000 containers.
+func (p *Policy) ranked(running []Running) []Running {
+	type rankedRun struct {
+		grant bool
+		run   Running
+	}
+	rs := make([]rankedRun, len(running))
+	for i, r := range running {
 		pool, _, err := p.classify(r.Request)
-		if err == nil && (pool == PoolExclusive || pool == PoolIsolated) {
-			return 0
+		rs[i] = rankedRun{grant: err == nil && (pool == PoolExclusive || pool == PoolIsolated), run: r}
+	}
+	slices.SortFunc(rs, func(a, b rankedRun) int {
+		if a.grant != b.grant {
+			if a.grant {
+				return -1
+			}
+			return 1
 		}
-		return 1
+		return strings.Compare(a.run.Request.ContainerID, b.run.Request.ContainerID)
+	})
+	out := make([]Running, len(rs))
+	for i, r := range rs {
+		out[i] = r.run
 	}
-	if ra, rb := rank(a), rank(b); ra != rb {
-		return ra - rb
-	}
-	switch {
-	case a.Request.ContainerID < b.Request.ContainerID:
-		return -1
-	case a.Request.ContainerID > b.Request.ContainerID:
-		return 1
-	}
-	return 0
+	return out
 }
 
 // reset forgets every container.
