@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net"
 	"net/http"
 	"os"
@@ -45,6 +46,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 const (
@@ -441,11 +443,46 @@ func (c *connection) UpdateContainers(updates []*api.ContainerUpdate) ([]*api.Co
 	if s == nil {
 		return updates, ErrNotConnected
 	}
-	failed, err := s.UpdateContainers(updates)
-	if err != nil {
-		return failed, fmt.Errorf("update %d containers: %w", len(updates), err)
+	var failed []*api.ContainerUpdate
+	for sent, batch := range batchUpdates(updates, maxUpdateBatch) {
+		f, err := s.UpdateContainers(batch)
+		failed = append(failed, f...)
+		if err != nil {
+			// What was not sent was not applied either.
+			failed = append(failed, updates[sent+len(batch):]...)
+			return failed, fmt.Errorf("update %d containers: %d sent: %w", len(updates), sent, err)
+		}
 	}
 	return failed, nil
+}
+
+// maxUpdateBatch bounds the encoded updates of one UpdateContainers request:
+// NRI's transport (ttrpc) refuses a message above 4 MiB, and the stub sends
+// what it is given as one. 10,000 updates of a fragmented shared pool come
+// to about 20 MB.
+const maxUpdateBatch = 1 << 20
+
+// batchUpdates splits updates into consecutive batches of at most maxBytes
+// encoded (a single larger update is a batch of its own), each yielded with
+// the number of updates before it.
+func batchUpdates(updates []*api.ContainerUpdate, maxBytes int) iter.Seq2[int, []*api.ContainerUpdate] {
+	return func(yield func(int, []*api.ContainerUpdate) bool) {
+		start, size := 0, 0
+		for i, u := range updates {
+			// Each update is a length-delimited field of the request.
+			n := protowire.SizeTag(1) + protowire.SizeBytes(u.SizeVT())
+			if i > start && size+n > maxBytes {
+				if !yield(start, updates[start:i]) {
+					return
+				}
+				start, size = i, 0
+			}
+			size += n
+		}
+		if start < len(updates) {
+			yield(start, updates[start:])
+		}
+	}
 }
 
 // startHTTP serves /metrics, /healthz and /readyz if an address is set and returns the

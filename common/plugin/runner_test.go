@@ -632,3 +632,39 @@ func TestConfigureAppliesEventFilter(t *testing.T) {
 		})
 	}
 }
+
+// Updates are sent in batches under the transport's message limit, in
+// order, and every update is in exactly one batch.
+func TestBatchUpdates(t *testing.T) {
+	var updates []*api.ContainerUpdate
+	for i := range 100 {
+		u := &api.ContainerUpdate{ContainerId: fmt.Sprintf("%064d", i)}
+		u.SetLinuxCPUSetCPUs(strings.Repeat("0,", 50) + "1")
+		updates = append(updates, u)
+	}
+	one := updates[0].SizeVT()
+	limit := 10 * (one + 3)
+	var got []*api.ContainerUpdate
+	batches := 0
+	for sent, batch := range batchUpdates(updates, limit) {
+		assert.Equal(t, len(got), sent, "yielded with the number sent before it")
+		size := 0
+		for _, u := range batch {
+			size += u.SizeVT() + 3
+		}
+		assert.LessOrEqual(t, size, limit)
+		got = append(got, batch...)
+		batches++
+	}
+	assert.Equal(t, updates, got)
+	assert.Equal(t, 10, batches)
+
+	huge := &api.ContainerUpdate{ContainerId: "huge"}
+	huge.SetLinuxCPUSetCPUs(strings.Repeat("0,", 5000) + "1")
+	batches = 0
+	for _, batch := range batchUpdates([]*api.ContainerUpdate{updates[0], huge, updates[1]}, limit) {
+		batches++
+		assert.NotEmpty(t, batch)
+	}
+	assert.Equal(t, 3, batches, "an update above the limit goes alone")
+}

@@ -34,7 +34,7 @@ func TestUpdateLostBeforeStartIsReapplied(t *testing.T) {
 		"idle ends up on the shared pool without the grant %s", grant)
 	assert.Equal(t, n.nodesOf(n.shared(grant)).String(), mems(t, idle).String())
 	assert.Contains(t, n.scrape(t), `nri_suite_topology_aware_reapplied_updates_total{outcome="applied"} 1`)
-	assert.Contains(t, n.plugin.Log(), "re-applied the placement of a container after its start")
+	assert.Contains(t, n.plugin.Log(), "re-applied the placement of a container")
 
 	// A container started with nothing lost gets no second update.
 	web := n.rt.RunPod(t, pod(t, "burstable.yaml")).Container("web")

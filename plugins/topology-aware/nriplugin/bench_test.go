@@ -21,7 +21,7 @@ const benchFixture = "nps4-2s-12n-256c-cpuless"
 
 // livePod is the container of a testdata pod as the i-th of many: its own
 // pod, pod uid and container id.
-func livePod(b *testing.B, file, container string, i int) (*api.PodSandbox, *api.Container) {
+func livePod(b testing.TB, file, container string, i int) (*api.PodSandbox, *api.Container) {
 	pod, ctr := nriPod(b, file, container)
 	pod.Id, pod.Uid, pod.Name = fmt.Sprintf("pod-%d", i), fmt.Sprintf("uid-%d", i), fmt.Sprintf("%s-%d", pod.Name, i)
 	ctr.Id, ctr.PodSandboxId = fmt.Sprintf("ctr-%d", i), pod.Id

@@ -98,9 +98,10 @@ const (
 	reapplyError   = "error"  // the request to the runtime failed
 )
 
-// reapplier pushes the current placement of started containers through the
-// runner's Updater, behind the NRI handlers. Containers queued while a push
-// is on its way coalesce into the next one.
+// reapplier pushes the current placement of containers through the runner's
+// Updater, behind the NRI handlers: of started containers whose update may
+// have been lost, and of those a Synchronize reply had no room for.
+// Containers queued while a push is on its way coalesce into the next one.
 type reapplier struct {
 	updater plugin.Updater
 	// current returns, under the plugin's lock, the updates that set the
@@ -198,7 +199,7 @@ func (r *reapplier) push(updates []*api.ContainerUpdate, names map[string]logrus
 	if err != nil {
 		r.count(reapplyError, len(updates))
 		for _, u := range updates {
-			entry(u).WithError(err).Warn("could not re-apply the placement of a container after its start")
+			entry(u).WithError(err).Warn("could not re-apply the placement of a container")
 		}
 		return
 	}
@@ -212,10 +213,10 @@ func (r *reapplier) push(updates []*api.ContainerUpdate, names map[string]logrus
 		switch {
 		case !slices.Contains(failedIDs, id):
 			r.count(reapplyApplied, 1)
-			entry(u).Info("re-applied the placement of a container after its start")
+			entry(u).Info("re-applied the placement of a container")
 		case slices.ContainsFunc(stillPlaced, func(p *api.ContainerUpdate) bool { return p.GetContainerId() == id }):
 			r.count(reapplyFailed, 1)
-			entry(u).Warn("the runtime did not apply the re-applied placement of a container after its start")
+			entry(u).Warn("the runtime did not apply the re-applied placement of a container")
 		default:
 			entry(u).Debug("container removed before its placement was re-applied")
 		}

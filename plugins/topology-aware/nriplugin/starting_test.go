@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
 func TestStartTracker(t *testing.T) {
@@ -336,4 +338,45 @@ func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64
 	var m dto.Metric
 	assert.NoError(t, c.Write(&m)) // not require: also called from Eventually's goroutine
 	return m.GetCounter().GetValue()
+}
+
+// A Synchronize reply has a size limit (NRI's transport refuses a message
+// above 4 MiB): the updates that do not fit in it reach the runtime through
+// the Updater, each container's exactly once between the two.
+func TestSynchronizeSendsWhatTheReplyCannotHoldThroughTheUpdater(t *testing.T) {
+	u, p, v := withRecordingUpdater(t)
+	for i := range 6 {
+		pod, ctr := livePod(t, "besteffort.yaml", "idle", i)
+		_, _, err := p.CreateContainer(context.Background(), pod, ctr)
+		require.NoError(t, err)
+		v.pods[pod.GetId()], v.ctrs[ctr.GetId()] = pod, ctr
+	}
+	// Created while the plugin was away: every container on no cpuset, so
+	// that each needs an update.
+	for id := range v.ctrs {
+		v.setCPUs(id, "", "")
+	}
+	limit := maxSyncReply
+	one := containerUpdates([]policy.Placement{{ContainerID: "ctr-0", CPUs: mustCPUs(t, "0-4,6-10"), Mems: cpuset.New(0, 1)}}, mayFail)[0]
+	maxSyncReply = 2 * (one.SizeVT() + 2)
+	t.Cleanup(func() { maxSyncReply = limit })
+
+	fresh := newTestPluginWith(t, "smt-2s-12c-interleaved", nil, t.TempDir(), t.TempDir(), u)
+	pods, ctrs := v.list()
+	reply, err := fresh.Synchronize(context.Background(), pods, ctrs)
+	require.NoError(t, err)
+	assert.NotEmpty(t, reply)
+	assert.Less(t, len(reply), len(ctrs), "the reply holds what fits")
+	v.apply(t, reply)
+	inReply := map[string]bool{}
+	for _, up := range reply {
+		inReply[up.GetContainerId()] = true
+	}
+	for id := range v.ctrs {
+		if inReply[id] {
+			continue
+		}
+		require.Eventually(t, func() bool { return len(u.pushed(id)) > 0 }, 10*time.Second, time.Millisecond, "%s is pushed through the Updater", id)
+		assert.Len(t, u.pushed(id), 1)
+	}
 }

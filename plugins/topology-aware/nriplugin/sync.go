@@ -10,6 +10,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
@@ -31,9 +32,38 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	if err != nil {
 		return nil, err
 	}
+	updates, rest := splitReply(updates, maxSyncReply)
+	if len(rest) > 0 {
+		// The runtime applies them once this Synchronize is done (it holds
+		// its lock until then).
+		for _, u := range rest {
+			p.reapply.Queue(u.GetContainerId(), logrus.Fields{"container_id": u.GetContainerId(), "why": "left out of a Synchronize reply above NRI's message size limit"})
+		}
+		p.log.WithFields(logrus.Fields{"replied": len(updates), "queued": len(rest)}).
+			Info("synchronize: sending the updates that do not fit in the reply through the runtime's UpdateContainers")
+	}
 	if ctx.Err() != nil {
 		p.log.WithError(context.Cause(ctx)).WithField("updates", len(updates)).
 			Warn("synchronize ran past the runtime's deadline: the runtime drops this reply, and the next synchronize sends again what it does not show")
+	}
+	return updates, nil
+}
+
+// maxSyncReply bounds the encoded updates of a Synchronize reply. NRI's
+// transport refuses a message above 4 MiB, and the runtime pages only its
+// request: a reply that updates 10,000 containers on a fragmented shared
+// pool comes to about 20 MB. A variable for the tests.
+var maxSyncReply = 3 << 20
+
+// splitReply returns the first updates whose encoding fits in maxBytes, and
+// the rest.
+func splitReply(updates []*api.ContainerUpdate, maxBytes int) (reply, rest []*api.ContainerUpdate) {
+	size := 0
+	for i, u := range updates {
+		size += protowire.SizeTag(1) + protowire.SizeBytes(u.SizeVT())
+		if size > maxBytes {
+			return updates[:i], updates[i:]
+		}
 	}
 	return updates, nil
 }
