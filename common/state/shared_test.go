@@ -308,3 +308,22 @@ func TestConditionalPublishAndRemove(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, found)
 }
+
+// Unsynced records are the same records, written without syncing: readers
+// see what was published, and the records they came from stay synced.
+func TestRecordsUnsynced(t *testing.T) {
+	r := newSamples(t, t.TempDir(), 1)
+	u := r.Unsynced()
+	assert.Equal(t, r.Dir(), u.Dir())
+	assert.Equal(t, synced, r.sync, "the original is unchanged")
+	assert.Equal(t, unsynced, u.sync)
+	want := sample{Name: "a"}
+	require.NoError(t, u.Publish("a", want))
+	got, found, err := r.Read("a")
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, want, got)
+	names, err := filepath.Glob(filepath.Join(r.Dir(), ".*.tmp"))
+	require.NoError(t, err)
+	assert.Empty(t, names, "renamed into place")
+}
