@@ -272,6 +272,7 @@ func (rt *Runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error 
 		}
 	}
 	updates, err := cb(ctx, pods, ctrs)
+	rt.reg.syncDone(err == nil)
 	if err != nil {
 		return err
 	}

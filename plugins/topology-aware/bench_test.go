@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/e2e/harness"
 )
 
@@ -172,13 +173,29 @@ func BenchmarkChurn(b *testing.B) {
 	harness.ReportPercentiles(b, "stop-", stops)
 	cost.report(b, len(creates)+len(stops))
 	b.ReportMetric(float64(refused)/float64(len(stops)), "refused/op")
-	rss, peak := memoryOf(b, n.plugin.PID())
-	b.ReportMetric(rss, "rss-MiB")
-	b.ReportMetric(peak, "peak-rss-MiB")
+	reportMemory(b, n.plugin.PID())
+}
+
+// liveNode is a node of live containers for the restart benchmarks: count
+// single-container pods on fixture, every exclusiveEvery-th exclusive (pod
+// file exclusive), the others shared.
+type liveNode struct {
+	fixture        string
+	count          int
+	exclusiveEvery int
+	exclusive      string
+}
+
+// restartNodes: 500 and 1,000 live containers (1 in 10 exclusive, 2 CPUs)
+// on 256 CPUs, and 10,000 (500 exclusive, 1 CPU) on 512 CPUs.
+var restartNodes = []liveNode{
+	{"nps4-2s-12n-256c-cpuless", 500, 10, "guaranteed-2cpu.yaml"},
+	{"nps4-2s-12n-256c-cpuless", 1000, 10, "guaranteed-2cpu.yaml"},
+	{"smt-8s-8n-512c", 10000, 20, "guaranteed-1cpu.yaml"},
 }
 
 // BenchmarkRestart measures how long the plugin takes to resynchronize
-// with 500 live containers on the 256-CPU fixture (one in ten exclusive):
+// with the live containers of each of restartNodes:
 //
 //   - runtime: the runtime restarts with the plugin pre-registered, as
 //     containerd runs it from its plugin directory; timed from the new
@@ -187,13 +204,20 @@ func BenchmarkChurn(b *testing.B) {
 //   - plugin: the external plugin is killed and started again; timed from
 //     the new process's start until it has synchronized.
 //
-// Both report the Synchronize call as the runtime timed it (sync-rpc-ms)
-// and the plugin's own Synchronize handler time (sync-handler-ms), and
-// check that nothing moved.
+// Both report the Synchronize call as the runtime timed it (sync-rpc-ms:
+// above 4 MiB the runtime pages its request), the plugin's own Synchronize
+// handler time (sync-handler-ms) and the plugin's memory after the last
+// restart (rss-MiB, and its peak, peak-rss-MiB), and check that nothing
+// moved.
 func BenchmarkRestart(b *testing.B) {
-	const fixture = "nps4-2s-12n-256c-cpuless"
+	for _, ln := range restartNodes {
+		b.Run(fmt.Sprintf("containers=%d", ln.count), func(b *testing.B) { benchmarkRestart(b, ln) })
+	}
+}
+
+func benchmarkRestart(b *testing.B, ln liveNode) {
 	b.Run("runtime", func(b *testing.B) {
-		root, err := filepath.Abs(filepath.Join("..", "..", "common", "topology", "testdata", fixture, "sysfs"))
+		root, err := filepath.Abs(filepath.Join("..", "..", "common", "topology", "testdata", ln.fixture, "sysfs"))
 		require.NoError(b, err)
 		// The checkpoint on a tmpfs, as startNode's tmpfs option puts it.
 		n := &node{stateDir: tmpfsDir(b), httpAddr: freeLoopbackAddr(b)}
@@ -201,7 +225,7 @@ func BenchmarkRestart(b *testing.B) {
 			Index: "30", Name: "topology-aware", Binary: harness.BuildPlugin(b, pluginPkg),
 			Args: []string{"--log-level", "info", "--http-addr", n.httpAddr, "--sysfs-root", root, "--state-dir", n.stateDir},
 		}))
-		ctrs := populateMixed(b, n, 500)
+		ctrs := populateMixed(b, n, ln)
 		want := specCPUs(ctrs)
 		measureRestarts(b, n, func() time.Duration {
 			n.rt.Stop()
@@ -210,10 +234,11 @@ func BenchmarkRestart(b *testing.B) {
 			return time.Since(start)
 		})
 		require.Equal(b, want, specCPUs(ctrs), "a runtime restart moved containers")
+		reportMemory(b, preRegisteredPID(b, n))
 	})
 	b.Run("plugin", func(b *testing.B) {
-		n := startNode(b, fixture, nodeOptions{logLevel: "info", tmpfs: true})
-		ctrs := populateMixed(b, n, 500)
+		n := startNode(b, ln.fixture, nodeOptions{logLevel: "info", tmpfs: true})
+		ctrs := populateMixed(b, n, ln)
 		want := specCPUs(ctrs)
 		measureRestarts(b, n, func() time.Duration {
 			n.plugin.Kill(b)
@@ -222,7 +247,27 @@ func BenchmarkRestart(b *testing.B) {
 			return time.Since(start)
 		})
 		require.Equal(b, want, specCPUs(ctrs), "a plugin restart moved containers")
+		reportMemory(b, n.plugin.PID())
 	})
+}
+
+// preRegisteredPID is the process id of the plugin the runtime launched, as
+// its status record in the shared state says.
+func preRegisteredPID(b *testing.B, n *node) int {
+	statuses, err := state.PluginStatuses(n.rt.SharedDir())
+	require.NoError(b, err)
+	st, found, err := statuses.Read(qualifiedName)
+	require.NoError(b, err)
+	require.True(b, found, "the plugin's status record")
+	return st.PID
+}
+
+// reportMemory reports the resident memory of process pid now and at its
+// peak.
+func reportMemory(b *testing.B, pid int) {
+	rss, peak := memoryOf(b, pid)
+	b.ReportMetric(rss, "rss-MiB")
+	b.ReportMetric(peak, "peak-rss-MiB")
 }
 
 // measureRestarts times restart once per iteration and reports it with
@@ -241,17 +286,16 @@ func measureRestarts(b *testing.B, n *node, restart func() time.Duration) {
 	reportMillis(b, "sync-handler-", handler)
 }
 
-// populateMixed runs count single-container pods, one in ten exclusive.
-func populateMixed(b *testing.B, n *node, count int) []*harness.Container {
+// populateMixed runs the node's single-container pods.
+func populateMixed(b *testing.B, n *node, ln liveNode) []*harness.Container {
 	var ctrs []*harness.Container
-	for i := range count {
+	templates := manifests{}
+	for i := range ln.count {
 		file := "burstable.yaml"
-		if i%10 == 0 {
-			file = "guaranteed-2cpu.yaml"
+		if i%ln.exclusiveEvery == 0 {
+			file = ln.exclusive
 		}
-		manifest := pod(b, file)
-		manifest.Name = fmt.Sprintf("live-%d", i)
-		ctrs = append(ctrs, n.rt.RunPod(b, manifest).Containers()...)
+		ctrs = append(ctrs, n.rt.RunPod(b, templates.pod(b, file, fmt.Sprintf("live-%d", i))).Containers()...)
 	}
 	return ctrs
 }
