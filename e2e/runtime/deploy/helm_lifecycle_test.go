@@ -220,7 +220,7 @@ func requireImageTag(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, tag
 		for _, pod := range pods.Items {
 			image := pod.Spec.Containers[0].Image
 			if !strings.HasSuffix(image, ":"+tag) || pod.Status.Phase != corev1.PodRunning {
-				return fmt.Errorf("pod %s runs %s (%s), expected tag %s", pod.Name, image, pod.Status.Phase, tag)
+				return fmt.Errorf("pod %s runs %s (%s), expected tag %s", pod.Name, image, sandbox.PodNotReady(&pod), tag)
 			}
 		}
 		return nil

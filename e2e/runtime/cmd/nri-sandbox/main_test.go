@@ -401,7 +401,8 @@ func buildCommand(t *testing.T) string {
 	return bin
 }
 
-// startCommand starts nri-sandbox with args and returns once it serves,
+// startCommand starts nri-sandbox with args (after the demo's, which they
+// may override) and returns once it serves,
 // with its run dir and what it printed until then (the report).
 func startCommand(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, runDir, printed string, exited <-chan error) {
 	t.Helper()
@@ -525,7 +526,10 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 			require.NoError(t, sandbox.SweepStale(sandbox.TestContext(t), "/run", log))
 			sysctls := readSysctls(t)
 			hugetlb := hugetlbHierarchy(t)
-			cmd, runDir, _, exited := startCommand(t, bin, "--runtime", rt)
+			// One pod is enough to leave behind; the demo's would only cost time.
+			workload := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(workload, "idle.yaml"), []byte(idlePod), 0o644))
+			cmd, runDir, _, exited := startCommand(t, bin, "--runtime", rt, "--workload", workload)
 			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 			<-exited
 			left := sandbox.LeftoversIn(runDir)
@@ -539,6 +543,19 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 		})
 	}
 }
+
+// idlePod is the workload of TestSweepAfterSIGKILL.
+const idlePod = `apiVersion: v1
+kind: Pod
+metadata: {name: idle, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: idle
+      image: localhost/nri-suite/busybox:latest
+      imagePullPolicy: Never
+      command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"]
+`
 
 // hugetlbHierarchy returns hugetlb's hierarchy id in /proc/cgroups; 0
 // while it is on the v2 side.
