@@ -140,9 +140,9 @@ func sandboxImages(c Cache, extra []Image) ([]Image, error) {
 // crictl, through which the sandbox talks CRI.
 var sandboxBinaries = []string{"kubelet", "crictl"}
 
-// clusterBinaries are what Options.Cluster adds: the control plane, kubectl
-// and helm for the tests, and the CNI plugins.
-var clusterBinaries = append([]string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "helm"}, cniPlugins...)
+// clusterBinaries are what Options.Cluster adds: the control plane,
+// kube-proxy, kubectl and helm for the tests, and the CNI plugins.
+var clusterBinaries = append([]string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubectl", "helm"}, cniPlugins...)
 
 // ErrNotRoot and ErrCacheIncomplete say why a sandbox cannot run here.
 var (

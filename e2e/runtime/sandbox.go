@@ -54,8 +54,8 @@ type Options struct {
 	TolerateMissingPlugins bool
 	// Cluster makes the sandbox a one-node Kubernetes cluster: etcd,
 	// kube-apiserver, kube-controller-manager and kube-scheduler beside the
-	// runtime, the kubelet registered to them as the node, pods off the host
-	// network on a CNI bridge, all inside a network namespace of the
+	// runtime, the kubelet registered to them as the node with kube-proxy,
+	// pods off the host network on a CNI bridge, all inside a network namespace of the
 	// sandbox's own, which has no route out. The host reaches the API server
 	// through Kubeconfig (a forwarded loopback port) and Client. Without
 	// it the kubelet is standalone and every pod is on the host network.
