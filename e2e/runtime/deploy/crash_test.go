@@ -102,14 +102,15 @@ type killMode struct {
 }
 
 // killModes are the ways the crash scenario kills each plugin on sb's
-// runtime: both on the first runtime; on the others only SIGKILL, since
-// how the plugin comes back (the kubelet restarting its container, or the
-// DaemonSet making a new pod) does not depend on the runtime, and what
-// does (NRI's reconnection and Synchronize) either way exercises.
+// runtime: both on the first runtime; on the others only the pod's
+// deletion, which the DaemonSet answers, since how the plugin comes back
+// (the kubelet restarting its container, or the DaemonSet making a new
+// pod) does not depend on the runtime, and what does (NRI's reconnection
+// and Synchronize) either way exercises.
 func killModes(sb *sandbox.Sandbox) []killMode {
 	modes := []killMode{{"SIGKILL", killPluginProcess}, {"pod deleted", deletePluginPod}}
 	if sb.Runtime().Name() != sandbox.RuntimeNames()[0] {
-		return modes[:1]
+		return modes[1:]
 	}
 	return modes
 }
