@@ -54,6 +54,7 @@ unit:
 # package would sweep what a test in another left on purpose to check the sweep.
 e2e: runtime-bins
 	$(GO) test -p 1 -count=1 -v -timeout 25m $(RUNTIME_PKG)
+	@echo "e2e: the e2e/runtime packages done at $$(date -u +%T)"
 	$(GO) test -count=1 -v -timeout 15m -run '^TestRealNode$$' ./plugins/...
 
 runtime-bins:

@@ -14,12 +14,24 @@ make=${MAKE:-make}
 mkdir -p _out
 checks_log=_out/checks.log
 
-$make --no-print-directory unit || exit
+# took prints how long a phase took, for the CI budget (docs/benchmarks.md).
+took() { echo "make test: $1 took $(($(date +%s) - $2))s"; }
 
-nice -n 19 $make --no-print-directory lint chart fuzz-smoke >"$checks_log" 2>&1 &
+start=$(date +%s)
+$make --no-print-directory unit || exit
+took unit "$start"
+
+start=$(date +%s)
+(
+	nice -n 19 $make --no-print-directory lint chart fuzz-smoke
+	status=$?
+	took "lint, chart and fuzz-smoke" "$start"
+	exit $status
+) >"$checks_log" 2>&1 &
 checks=$!
 $make --no-print-directory e2e
 e2e=$?
+took e2e "$start"
 wait "$checks"
 checks_status=$?
 
