@@ -418,10 +418,18 @@ func TestNeverReady(t *testing.T) {
 			assert.True(t, never.running(), "the sidecar that never became ready keeps running")
 			assert.False(t, p.dir.SidecarReady("never"))
 
-			// A sidecar's helper reports when its command exits.
-			for _, s := range []*proc{next, never} {
-				require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
-				assert.Equal(t, 0, s.exit(t), s.stderr.String())
+			// A sidecar's helper reports when its command exits. The later
+			// sidecar first (the earlier one holds SIGTERM until it is
+			// gone); each once its command's shell has set the trap, which
+			// it says with "running": under load, "next" may just have
+			// started.
+			for _, s := range []struct {
+				name string
+				proc *proc
+			}{{"next", next}, {"never", never}} {
+				eventually(t, "sidecar "+s.name+"'s command to set its trap", hasEvent(p, s.name+"_running"))
+				require.NoError(t, s.proc.cmd.Process.Signal(syscall.SIGTERM))
+				assert.Equal(t, 0, s.proc.exit(t), s.proc.stderr.String())
 			}
 			reports, err := p.dir.TakeReports()
 			require.NoError(t, err)
