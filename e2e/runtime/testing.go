@@ -13,6 +13,8 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nri-suite/nri-suite/internal/testenv"
 )
 
 // teardownMargin is kept free before a test's deadline for teardown: when
@@ -22,7 +24,7 @@ const teardownMargin = 90 * time.Second
 
 // InCI reports whether the tests run in CI, where a missing prerequisite is
 // a failure rather than a reason to skip.
-func InCI() bool { return os.Getenv("CI") == "true" }
+func InCI() bool { return testenv.InCI() }
 
 // RequirePrereqs skips the test when the sandbox cannot run here (not root,
 // cache not filled, -short), saying why; with CI=true it fails instead.

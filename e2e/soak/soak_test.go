@@ -36,6 +36,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/e2e/harness"
+	"github.com/nri-suite/nri-suite/internal/testenv"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
@@ -67,9 +68,7 @@ type node struct {
 }
 
 func startNode(t *testing.T) *node {
-	if os.Geteuid() != 0 {
-		t.Skip("the soak mounts a small tmpfs to fill: it needs root")
-	}
+	testenv.RequireRoot(t, "to mount the small tmpfs the soak fills")
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	specDir := t.TempDir()

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/internal/testenv"
 )
 
 // requireRoot skips a test that makes namespaces when it cannot (not root,
@@ -26,13 +28,9 @@ func requireRoot(t *testing.T) {
 			why = "needs " + tool + ": " + err.Error()
 		}
 	}
-	if why == "" {
-		return
+	if why != "" {
+		testenv.Unavailable(t, why)
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("cannot run in CI: %s", why)
-	}
-	t.Skip(why)
 }
 
 // uniqueName is Prefix+infix and random hex, so that parallel tests and runs

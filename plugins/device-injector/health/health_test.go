@@ -14,16 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/internal/testenv"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
 )
-
-// requireRoot skips a test that makes device nodes with mknod.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("making device nodes with mknod needs root")
-	}
-}
 
 // mknod makes a char node major:minor at path.
 func mknod(t *testing.T, path string, major, minor uint32) {
@@ -32,7 +25,7 @@ func mknod(t *testing.T, path string, major, minor uint32) {
 }
 
 func TestCheckNodes(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "to make device nodes with mknod")
 	dir := t.TempDir()
 	char13 := filepath.Join(dir, "char13")
 	mknod(t, char13, 1, 3)
@@ -103,7 +96,7 @@ func inventory(errs map[string]error, devices ...resolve.Defined) resolve.Invent
 // TestMonitorRounds walks one monitor through the states a device goes
 // through, round by round.
 func TestMonitorRounds(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "to make device nodes with mknod")
 	dir := t.TempDir()
 	node := filepath.Join(dir, "dev0")
 	mknod(t, node, 1, 3)

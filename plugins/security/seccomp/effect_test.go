@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	e2eruntime "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/internal/testenv"
 )
 
 // TestEffect runs a static busybox under runc with built policies, to check that what the
@@ -53,25 +54,23 @@ func TestEffect(t *testing.T) {
 
 func effectPrereqs(t *testing.T) (runc, busybox string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run runc")
-	}
+	testenv.RequireRoot(t, "to run runc")
 	runc = e2eruntime.DefaultCache().Bin("runc")
 	if _, err := os.Stat(runc); err != nil {
-		t.Skipf("needs the cached runc (make runtime-bins): %v", err)
+		testenv.Unavailable(t, fmt.Sprintf("needs the cached runc (make runtime-bins): %v", err))
 	}
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
-		t.Skipf("needs busybox: %v", err)
+		testenv.Unavailable(t, fmt.Sprintf("needs busybox (Debian's busybox-static): %v", err))
 	}
 	f, err := elf.Open(busybox)
 	if err != nil {
-		t.Skipf("needs a static busybox: %v", err)
+		testenv.Unavailable(t, fmt.Sprintf("needs a static busybox: %v", err))
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			t.Skipf("needs a static busybox, %s is dynamically linked", busybox)
+			testenv.Unavailable(t, "needs a static busybox (Debian's busybox-static), "+busybox+" is dynamically linked")
 		}
 	}
 	return runc, busybox
