@@ -30,8 +30,7 @@ func (e *requestError) Unwrap() error { return e.err }
 
 // RequestBuilder describes containers to the policy the way the plugin does:
 // the Kubernetes view of the container, the plugin's annotations, its
-// hugepage limits and its located devices. The simulate command builds its
-// requests with it too, so that a simulation is the plugin's own answer.
+// hugepage limits and its located devices.
 type RequestBuilder struct {
 	// SysfsRoot is where the container's devices are located.
 	SysfsRoot string

@@ -617,6 +617,10 @@ func (p *Policy) sortedIDs() []string {
 // SharedCPUs returns the shared pool.
 func (p *Policy) SharedCPUs() cpuset.CPUSet { return p.shared }
 
+// ReservedCPUs returns the reserved CPUs (reserved-cpus, or those that
+// reserved-cpu-count chose).
+func (p *Policy) ReservedCPUs() cpuset.CPUSet { return p.reserved }
+
 // SharedMems returns the cpuset.mems of the shared containers: the NUMA
 // nodes of the shared pool, with the closest CPU-less nodes for those that
 // may use CPU-less memory (Request.CPULessMemory).
