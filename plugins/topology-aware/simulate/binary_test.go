@@ -10,20 +10,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/e2e/harness"
 )
 
-// TestBinary builds nri-topology-aware and runs its simulate subcommand
-// end to end: the report on stdout is the golden one, and the exit codes
-// tell usage errors (2) from failures (1).
+// TestBinary runs the nri-topology-aware binary's simulate subcommand end
+// to end: the report on stdout is the golden one, and the exit codes tell
+// usage errors (2) from failures (1).
 func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the plugin binary")
 	}
-	bin := filepath.Join(t.TempDir(), "nri-topology-aware")
-	build := exec.Command("go", "build", "-o", bin, "..")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-
+	bin := harness.BuildPlugin(t, pluginPkg)
 	c := goldenCases[0]
 	want, err := os.ReadFile(c.golden())
 	require.NoError(t, err)

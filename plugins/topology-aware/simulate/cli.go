@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/config"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
 // Exit codes of the simulate subcommand.
@@ -29,12 +26,12 @@ func Main(args []string) int {
 
 // options are the subcommand's flags.
 type options struct {
-	sysfs, topology, config, workload string
-	summary                           bool
+	sysfs, topology, config, workload, html string
+	summary                                 bool
 }
 
 // Run is Main with its output streams: the report goes to stdout, errors
-// to stderr.
+// to stderr, one a line.
 func Run(args []string, stdout, stderr io.Writer) int {
 	opts, err := parseFlags(args, stderr)
 	switch {
@@ -45,7 +42,9 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	if err := run(opts, stdout); err != nil {
-		fmt.Fprintf(stderr, "nri-topology-aware simulate: %v\n", err)
+		for _, e := range flatten(err) {
+			fmt.Fprintf(stderr, "nri-topology-aware simulate: %v\n", e)
+		}
 		return ExitFailure
 	}
 	return ExitOK
@@ -59,9 +58,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.topology, "topology", "", "topology description (YAML, common/topology/description) of the machine; exclusive with --sysfs")
 	fs.StringVar(&o.config, "config", "", "the plugin's configuration file (default: the built-in defaults)")
 	fs.StringVar(&o.workload, "workload", "", "workload file: the steps to run (required)")
-	fs.BoolVar(&o.summary, "summary", false, "print a text summary instead of JSON")
+	fs.BoolVar(&o.summary, "summary", false, "print a text summary, with the use of every NUMA node at the peak and at the end, instead of JSON")
+	fs.StringVar(&o.html, "html", "", "also write a placement map of the end of the run to this HTML file")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: nri-topology-aware simulate --sysfs DIR | --topology FILE [--config FILE] --workload FILE [--summary]")
+		fmt.Fprintln(stderr, "usage: nri-topology-aware simulate --sysfs DIR | --topology FILE [--config FILE] --workload FILE [--summary] [--html FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -89,40 +89,43 @@ func run(o options, stdout io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
-	cfg, err := loadConfig(o.config, m)
-	if err != nil {
-		return err
+	var config []byte
+	if o.config != "" {
+		if config, err = os.ReadFile(o.config); err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
 	}
 	w, err := Load(o.workload)
 	if err != nil {
 		return err
 	}
-	sim, err := New(m, cfg)
+	sim, err := New(m, config, o.config)
 	if err != nil {
 		return err
 	}
-	report, err := sim.Run(w)
-	if err != nil {
-		return fmt.Errorf("workload %s: %w", o.workload, err)
+	defer func() { err = errors.Join(err, sim.Close()) }()
+	if err := sim.Validate(w); err != nil {
+		return err
 	}
+	var sinks sinks
 	if o.summary {
-		return report.WriteSummary(stdout)
+		sinks = append(sinks, newSummarySink(stdout))
+	} else {
+		sinks = append(sinks, newJSONSink(stdout))
 	}
-	return report.WriteJSON(stdout)
+	if o.html != "" {
+		sinks = append(sinks, &htmlSink{path: o.html, topo: m.Topology})
+	}
+	return sim.Run(w, sinks)
 }
 
-// loadConfig reads the plugin's configuration as the plugin does, checked
-// against the machine.
-func loadConfig(path string, m *Machine) (policy.Config, error) {
-	var data []byte
-	source := "built-in defaults"
-	if path != "" {
-		var err error
-		if data, err = os.ReadFile(path); err != nil {
-			return policy.Config{}, fmt.Errorf("--config: %w", err)
-		}
-		source = path
+// sinks writes every record to each sink.
+type sinks []Sink
+
+func (s sinks) Write(r Record) error {
+	var errs []error
+	for _, sink := range s {
+		errs = append(errs, sink.Write(r))
 	}
-	cfg, err := config.Load(data, source, m.Topology)
-	return cfg.Config, err
+	return errors.Join(errs...)
 }

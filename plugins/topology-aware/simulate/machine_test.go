@@ -3,12 +3,11 @@ package simulate
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
 func TestKubeletNode(t *testing.T) {
@@ -60,7 +59,7 @@ func TestMachineWithoutHugePages(t *testing.T) {
 	require.Equal(t, ExitOK, code, stderr)
 	r := decodeReport(t, stdout)
 	rejected(t, r.Steps[0], "default/p/c", "the machine has no hugepages of that size (it has none)")
-	assert.Empty(t, r.Steps[0].Containers)
+	assert.Empty(t, r.Running[0])
 }
 
 func TestMachineFromDescriptionRendersDevices(t *testing.T) {
@@ -73,17 +72,51 @@ func TestMachineFromDescriptionRendersDevices(t *testing.T) {
 	assert.NoDirExists(t, m.SysfsRoot)
 }
 
-// TestRunStopsAtInvalidWorkload: the library reports workload errors as
-// ErrInvalidWorkload, naming the step, and plays nothing after it.
-func TestRunStopsAtInvalidWorkload(t *testing.T) {
+// records is a Sink that keeps the records, and calls after once for each.
+type records struct {
+	got   []Record
+	after func(Record)
+}
+
+func (r *records) Write(rec Record) error {
+	r.got = append(r.got, rec)
+	if r.after != nil {
+		r.after(rec)
+	}
+	return nil
+}
+
+// TestFailedStepKeepsTheReport: a step that fails (here a restart whose
+// plugin cannot write its checkpoint) ends the run with what failed and
+// the state it stopped in, after the records of the steps done.
+func TestFailedStepKeepsTheReport(t *testing.T) {
 	m, err := MachineFromSysfs(filepath.Join(fixtureDir(fixture12), "sysfs"))
 	require.NoError(t, err)
-	sim, err := New(m, policy.Config{})
+	sim, err := New(m, nil, "")
 	require.NoError(t, err)
-	w, err := Parse([]byte("steps:\n- restart:\n- delete: {pod: ghost}\n- restart:\n"))
+	defer func() { assert.NoError(t, sim.Close()) }()
+	w, err := Parse([]byte("steps:\n- create:"+inlinePod+"- create:"+strings.ReplaceAll(inlinePod, "name: p}", "name: q}")+"- restart:\n- delete: {pod: p}\n"), "w.yaml")
 	require.NoError(t, err)
-	report, err := sim.Run(w)
-	require.ErrorIs(t, err, ErrInvalidWorkload)
-	assert.Nil(t, report)
-	assert.Contains(t, err.Error(), "step 2 (line 3): delete: invalid workload: pod default/ghost does not exist")
+	require.NoError(t, sim.Validate(w))
+	sink := &records{after: func(rec Record) {
+		if rec.Step != nil && rec.Step.Step == 2 {
+			// The checkpoint's directory becomes a file: the plugin that
+			// stops at the restart cannot save its state.
+			require.NoError(t, os.RemoveAll(sim.stateDir))
+			require.NoError(t, os.WriteFile(sim.stateDir, nil, 0o600))
+		}
+	}}
+	err = sim.Run(w, sink)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "w.yaml:22:3: step 3 (restart): stop the plugin")
+	require.Len(t, sink.got, 5, "machine, 2 steps, the failure, the state")
+	assert.Equal(t, 1, sink.got[1].Step.Step)
+	assert.Equal(t, 2, sink.got[2].Step.Step)
+	require.NotNil(t, sink.got[3].Error)
+	assert.Equal(t, 3, sink.got[3].Error.Step)
+	assert.Equal(t, 22, sink.got[3].Error.Line)
+	final := sink.got[4].Final
+	require.NotNil(t, final)
+	assert.Equal(t, 2, final.StepsRun)
+	assert.Len(t, final.Containers, 2, "both pods' containers, as the steps done left them")
 }

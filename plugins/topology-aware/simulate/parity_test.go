@@ -1,244 +1,216 @@
 package simulate
 
 import (
-	"context"
-	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
-	"github.com/containerd/nri/pkg/api"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/kubepod"
-	"github.com/nri-suite/nri-suite/common/plugin"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/e2e/harness"
 )
 
-// TestParityWithPlugin replays every golden workload through the real
-// plugin's NRI handlers (CreateContainer, UpdateContainer, StopContainer,
-// RemoveContainer, and a new plugin's Synchronize for a restart), applying
-// its adjustments and updates as a runtime does, and requires that after
-// every step each container runs exactly where the simulator says and that
-// both refuse the same containers.
-func TestParityWithPlugin(t *testing.T) {
+// pluginPkg is the plugin's main package, from the module root.
+const pluginPkg = "./plugins/topology-aware"
+
+// TestParityWithTheRuntime plays every golden workload a second way: the
+// plugin binary connected to the runtime side of NRI (e2e/harness: the
+// adaptation containerd runs, pods converted as the kubelet and containerd
+// convert them, device-injector's records in the shared state), driven as
+// the kubelet drives it. After every step each container must run exactly
+// where the simulation's report says, and both must refuse the same
+// containers: simulate calls the plugin's handlers itself, and this is
+// what catches a simulation that calls them otherwise than a runtime does
+// (another order, another view of a container, an update not applied, a
+// restart that is not one).
+func TestParityWithTheRuntime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugin binary")
+	}
+	bin := harness.BuildPlugin(t, pluginPkg)
 	for _, c := range goldenCases {
 		t.Run(c.name(), func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, c.args()...)
-			require.Equal(t, ExitOK, code, stderr)
-			report := decodeReport(t, stdout)
-
+			r := decodeReport(t, mustRun(t, c.args()...))
 			m, err := MachineFromSysfs(filepath.Join(fixtureDir(c.fixture), "sysfs"))
 			require.NoError(t, err)
-			cfgData, err := os.ReadFile(filepath.Join(workloadDir, c.config+".yaml"))
+			node, _, err := m.kubeletNode()
+			require.NoError(t, err)
+			config, err := os.ReadFile(filepath.Join(workloadDir, c.config+".yaml"))
 			require.NoError(t, err)
 			w, err := Load(filepath.Join(workloadDir, c.workload+".yaml"))
 			require.NoError(t, err)
-			rt := newPluginRuntime(t, m, cfgData)
+
+			sysfsRoot, err := filepath.Abs(m.SysfsRoot)
+			require.NoError(t, err)
+			rt := harness.New(t, harness.WithNode(node))
+			plugin := rt.StartPlugin(t, bin, "30", "topology-aware", harness.WithConfig(string(config)),
+				harness.WithArgs("--http-addr", "127.0.0.1:0", "--log-level", "info", "--sysfs-root", sysfsRoot, "--state-dir", t.TempDir()))
+			records, err := state.ContainerDeviceRecords(rt.SharedDir())
+			require.NoError(t, err)
+			k := &kubelet{t: t, rt: rt, m: m, records: records, pods: map[PodRef]*harness.Pod{}, owners: map[Delete][]PodRef{}}
 			for i := range w.Steps {
 				step := &w.Steps[i]
-				rejected := rt.play(step)
-				want := report.Steps[i]
-				var wantRejected []string
-				for _, r := range want.Rejected {
-					wantRejected = append(wantRejected, r.ID)
+				var refused []string
+				switch step.Kind {
+				case StepCreate:
+					refused = k.create(step.Create, r.Steps[i])
+				case StepResize:
+					refused = k.resize(step.Resize)
+				case StepDelete:
+					k.delete(*step.Delete)
+				case StepRestart:
+					plugin.Stop(t)
+					plugin.Restart(t)
 				}
-				assert.ElementsMatch(t, wantRejected, rejected, "%s: refused containers", step)
-				got := rt.cpusets()
+				var want []string
+				for _, rej := range r.Steps[i].Rejected {
+					want = append(want, rej.ID)
+				}
+				assert.ElementsMatch(t, want, refused, "%s: refused containers", step)
 				wantSets := map[string][2]string{}
-				for _, c := range want.Containers {
+				for _, c := range r.Running[i] {
 					wantSets[c.ID] = [2]string{c.CPUs, c.Mems}
 				}
-				require.Equal(t, wantSets, got, "%s: where the containers run", step)
+				// The updates the plugin pushes through the runtime's
+				// UpdateContainers (a pod's reservation released) come from
+				// its own goroutine.
+				require.Eventually(t, func() bool { return assert.ObjectsAreEqual(wantSets, k.cpusets()) }, 10*time.Second, 5*time.Millisecond,
+					"%s: where the containers run: want %v, the runtime shows %v", step, wantSets, k.cpusets())
 			}
 		})
 	}
 }
 
-// pluginRuntime is a runtime around the real plugin: the live pods and
-// containers with the cpusets the plugin gave them.
-type pluginRuntime struct {
+// kubelet drives the harness runtime as the kubelet would the workload.
+type kubelet struct {
 	t       *testing.T
-	sim     *Simulator // for its kubelet node view and device checks
-	opts    nriplugin.Options
-	cfg     []byte
-	plugin  *nriplugin.Plugin
-	pods    map[PodRef]*kubepod.Pod
-	sandbox map[string]*api.PodSandbox
-	ctrs    map[string]*kubepod.Container
-	devices numaDevices
+	rt      *harness.Runtime
+	m       *Machine
+	records *state.Records[state.ContainerDevices]
+	pods    map[PodRef]*harness.Pod
+	owners  map[Delete][]PodRef
+	running []*harness.Container
 }
 
-// numaDevices is the plugin's DeviceSource for the workload's numa-node
-// devices, by container id.
-type numaDevices map[string][]policy.Device
-
-func (d numaDevices) ContainerDevices(id k8s.Identity) ([]policy.Device, error) {
-	return d[id.ContainerID], nil
-}
-
-func newPluginRuntime(t *testing.T, m *Machine, cfg []byte) *pluginRuntime {
-	sim, err := New(m, policy.Config{})
-	require.NoError(t, err)
-	rt := &pluginRuntime{
-		t: t, sim: sim, cfg: cfg, devices: numaDevices{},
-		pods: map[PodRef]*kubepod.Pod{}, sandbox: map[string]*api.PodSandbox{}, ctrs: map[string]*kubepod.Container{},
-	}
-	rt.opts = nriplugin.Options{Topology: m.Topology, SysfsRoot: m.SysfsRoot, StateDir: t.TempDir(), Devices: rt.devices}
-	rt.start()
-	return rt
-}
-
-// start starts a plugin on the state directory and synchronizes it with
-// the running containers, as at a plugin (re)start.
-func (rt *pluginRuntime) start() {
-	logger := logrus.New()
-	logger.SetOutput(io.Discard)
-	p, err := nriplugin.New(plugin.Deps{Name: "topology-aware", Log: logrus.NewEntry(logger),
-		Registry: prometheus.NewRegistry(), MetricsNamespace: "parity"}, rt.opts)
-	require.NoError(rt.t, err)
-	require.NoError(rt.t, p.Configure(rt.cfg, "parity config"))
-	rt.t.Cleanup(func() { _ = p.Close() })
-	var pods []*api.PodSandbox
-	var ctrs []*api.Container
-	for _, id := range slices.Sorted(maps.Keys(rt.ctrs)) {
-		c := rt.ctrs[id]
-		ctrs = append(ctrs, rt.nri(c))
-		pods = append(pods, rt.sandbox[id])
-	}
-	updates, err := p.Synchronize(context.Background(), pods, ctrs)
-	require.NoError(rt.t, err)
-	rt.plugin = p
-	rt.apply(updates)
-}
-
-func (rt *pluginRuntime) nri(c *kubepod.Container) *api.Container {
-	return kubepod.NRIContainer(c, c.Spec, kubepod.ContainerStatus{State: api.ContainerState_CONTAINER_RUNNING})
-}
-
-// play runs one step and returns the ids of the containers refused.
-func (rt *pluginRuntime) play(step *Step) []string {
-	ctx := context.Background()
+// create runs the step's pods, the kubelet's way, and returns the
+// containers refused. A pod the report says the scheduler would not bind
+// never reaches the node.
+func (k *kubelet) create(c *Create, report StepReport) []string {
 	var refused []string
-	switch step.Kind {
-	case StepCreate:
-		pod, err := rt.sim.node.Convert(step.Create.Manifest)
-		require.NoError(rt.t, err)
-		rt.pods[PodRef{Namespace: pod.Manifest.Namespace, Name: pod.Manifest.Name}] = pod
-		extra, err := rt.sim.devices(step.Create, pod)
-		require.NoError(rt.t, err)
-		sandbox := kubepod.NRIPodSandbox(pod)
-		if rt.sim.unschedulable(pod.Manifest) != "" {
-			for _, c := range pod.Containers {
-				refused = append(refused, c.ID)
-			}
-			return refused
-		}
-		blocked := false
-		for _, c := range pod.Containers {
-			if blocked {
-				refused = append(refused, c.ID)
+	for _, o := range c.Objects {
+		key := Delete{Kind: o.Kind, PodRef: PodRef{Namespace: o.Namespace, Name: o.Name}}
+		for _, manifest := range o.Pods() {
+			p := k.rt.NewPod(k.t, manifest)
+			ref := PodRef{Namespace: p.Namespace(), Name: p.Name()}
+			k.pods[ref] = p
+			k.owners[key] = append(k.owners[key], ref)
+			if slices.ContainsFunc(report.Rejected, func(r Rejection) bool {
+				return r.Pod == p.Name() && strings.HasPrefix(r.Error, "unschedulable: ")
+			}) {
+				for _, ctr := range p.Containers() {
+					refused = append(refused, ctr.ID())
+				}
 				continue
 			}
-			rt.devices[c.ID] = extra[c.Name]
-			adjust, updates, err := rt.plugin.CreateContainer(ctx, sandbox, rt.nri(c))
-			if err != nil {
-				refused = append(refused, c.ID)
-				blocked = c.Kind != kubepod.AppContainer
-				continue
-			}
-			rt.ctrs[c.ID], rt.sandbox[c.ID] = c, sandbox
-			cpu := adjust.GetLinux().GetResources().GetCpu()
-			rt.set(c.ID, cpu.GetCpus(), cpu.GetMems())
-			rt.apply(updates)
-			if c.Kind == kubepod.InitContainer {
-				rt.stop(c.ID)
-			}
-		}
-	case StepResize:
-		rs := step.Resize
-		pod := rt.pods[rs.PodRef]
-		c := pod.Container(rs.Container)
-		if _, running := rt.ctrs[c.ID]; !running {
-			return []string{c.ID}
-		}
-		manifest, ctr, why := resizedManifest(pod.Manifest, rs)
-		if why != "" {
-			return []string{c.ID}
-		}
-		res, err := kubepod.ContainerResources(manifest, ctr, rt.sim.node.MemoryCapacity, rt.sim.node.HugePageSizes)
-		require.NoError(rt.t, err)
-		updates, err := rt.plugin.UpdateContainer(ctx, rt.sandbox[c.ID], rt.nri(c), kubepod.ToNRIResources(res))
-		if err != nil {
-			return []string{c.ID}
-		}
-		pod.Manifest, c.Manifest = manifest, ctr
-		kubepod.WithResources(c.Spec, res)
-		rt.apply(updates)
-	case StepDelete:
-		pod := rt.pods[*step.Delete]
-		var order []string
-		for _, c := range pod.Containers {
-			if c.Kind == kubepod.AppContainer {
-				order = append(order, c.ID)
+			require.NoError(k.t, k.rt.RunPodSandbox(p))
+			blocked := false
+			for _, ctr := range p.Containers() {
+				if blocked {
+					refused = append(refused, ctr.ID())
+					continue
+				}
+				k.addDevices(p, ctr, c.Devices[ctr.Name()])
+				if err := k.rt.CreateContainer(ctr); err != nil {
+					require.ErrorContains(k.t, err, "topology-aware")
+					refused = append(refused, ctr.ID())
+					blocked = ctr.Kind() != kubepod.AppContainer
+					continue
+				}
+				require.NoError(k.t, k.rt.StartContainer(ctr))
+				if ctr.Kind() == kubepod.InitContainer {
+					require.NoError(k.t, k.rt.StopContainer(ctr))
+					continue
+				}
+				k.running = append(k.running, ctr)
 			}
 		}
-		for i := len(pod.Containers) - 1; i >= 0; i-- {
-			if pod.Containers[i].Kind == kubepod.SidecarContainer {
-				order = append(order, pod.Containers[i].ID)
-			}
-		}
-		for _, id := range order {
-			if _, running := rt.ctrs[id]; running {
-				rt.stop(id)
-			}
-		}
-		require.NoError(rt.t, rt.plugin.StopPodSandbox(ctx, kubepod.NRIPodSandbox(pod)))
-		delete(rt.pods, *step.Delete)
-	case StepRestart:
-		require.NoError(rt.t, rt.plugin.Close())
-		rt.start()
 	}
 	return refused
 }
 
-// stop stops and removes a container, applying the updates it causes.
-func (rt *pluginRuntime) stop(id string) {
-	ctx := context.Background()
-	c, sandbox := rt.ctrs[id], rt.sandbox[id]
-	updates, err := rt.plugin.StopContainer(ctx, sandbox, rt.nri(c))
-	require.NoError(rt.t, err)
-	delete(rt.ctrs, id)
-	rt.apply(updates)
-	require.NoError(rt.t, rt.plugin.RemoveContainer(ctx, sandbox, rt.nri(c)))
-}
-
-func (rt *pluginRuntime) apply(updates []*api.ContainerUpdate) {
-	for _, u := range updates {
-		cpu := u.GetLinux().GetResources().GetCpu()
-		rt.set(u.GetContainerId(), cpu.GetCpus(), cpu.GetMems())
+// addDevices gives a container the workload's devices: device nodes in its
+// spec, as the runtime adds them; the others as device-injector's record
+// of the container, which the plugin reads in the shared state.
+func (k *kubelet) addDevices(p *harness.Pod, ctr *harness.Container, devices []DeviceSpec) {
+	var injected []state.InjectedDevice
+	for i, d := range devices {
+		if d.NUMANode == nil {
+			ctr.Def.Spec.Linux.Devices = append(ctr.Def.Spec.Linux.Devices, d.linuxDevice())
+			continue
+		}
+		injected = append(injected, state.InjectedDevice{
+			Name: "example.com/device=" + strings.Repeat("x", i+1), Kind: state.DeviceKindCDI,
+			NUMANode: *d.NUMANode, LocalCPUs: k.m.Topology.CPUsOfNode(*d.NUMANode).String(),
+		})
+	}
+	if len(injected) > 0 {
+		require.NoError(k.t, k.records.Publish(ctr.ID(), state.ContainerDevices{
+			ContainerID: ctr.ID(), PodUID: string(p.Def.Manifest.UID), Namespace: p.Namespace(), Pod: p.Name(),
+			Container: ctr.Name(), Devices: injected,
+		}))
 	}
 }
 
-func (rt *pluginRuntime) set(id, cpus, mems string) {
-	c, ok := rt.ctrs[id]
-	require.True(rt.t, ok, "the plugin updates container %s, which does not run", id)
-	kubepod.WithResources(c.Spec, kubepod.LinuxContainerResources{CpusetCpus: cpus, CpusetMems: mems})
+// resize resizes a container in place, unless the API server would refuse
+// it; it returns the container if it is refused.
+func (k *kubelet) resize(rs *Resize) []string {
+	p := k.pods[rs.PodRef]
+	ctr := p.Container(rs.Container)
+	if !slices.Contains(k.running, ctr) {
+		return []string{ctr.ID()}
+	}
+	if _, _, why := resizedManifest(p.Def.Manifest, rs); why != "" {
+		return []string{ctr.ID()}
+	}
+	if err := k.rt.ResizeContainer(ctr, rs.Resources); err != nil {
+		require.ErrorContains(k.t, err, "topology-aware")
+		return []string{ctr.ID()}
+	}
+	return nil
 }
 
-// cpusets returns id -> {cpus, mems} of every running container.
-func (rt *pluginRuntime) cpusets() map[string][2]string {
+// delete removes a pod, or a controller's pods newest first.
+func (k *kubelet) delete(d Delete) {
+	refs := []PodRef{d.PodRef}
+	if d.Kind != KindPod {
+		refs = slices.Clone(k.owners[d])
+		slices.Reverse(refs)
+		delete(k.owners, d)
+	}
+	for _, ref := range refs {
+		p, exists := k.pods[ref]
+		if !exists {
+			continue
+		}
+		k.rt.RemovePod(k.t, p)
+		delete(k.pods, ref)
+		k.running = slices.DeleteFunc(k.running, func(c *harness.Container) bool { return c.Pod == p })
+	}
+}
+
+// cpusets is every running container's cpuset.cpus and cpuset.mems, as the
+// runtime shows them.
+func (k *kubelet) cpusets() map[string][2]string {
 	out := map[string][2]string{}
-	for id, c := range rt.ctrs {
-		cpu := c.Spec.Linux.Resources.CPU
-		out[id] = [2]string{cpu.Cpus, cpu.Mems}
+	for _, c := range k.running {
+		cpus, mems := c.Cpuset()
+		out[c.ID()] = [2]string{cpus, mems}
 	}
 	return out
 }

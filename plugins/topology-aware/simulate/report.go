@@ -1,54 +1,70 @@
 package simulate
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
-// Report is the simulator's output. Every list has a fixed order (steps in
-// workload order, containers in creation order, usage by node then pool),
-// so that two runs of the same input print the same bytes.
-type Report struct {
-	Machine MachineInfo  `json:"machine"`
-	Steps   []StepReport `json:"steps"`
-	Final   State        `json:"final"`
+// Record is one line of the report stream: exactly one field is set. A
+// run writes the machine, then one record per step as it is done, then the
+// final state; a run that stops at a failing step writes what failed and
+// then the state it stopped in, so the steps done are kept.
+type Record struct {
+	Machine *MachineInfo `json:"machine,omitempty"`
+	Step    *StepReport  `json:"step,omitempty"`
+	Error   *Failure     `json:"error,omitempty"`
+	Final   *State       `json:"final,omitempty"`
 }
 
-// MachineInfo summarizes the machine the workload ran on.
+// MachineInfo summarizes the machine the workload runs on.
 type MachineInfo struct {
 	Source   string `json:"source"`
 	CPUs     string `json:"cpus"`
 	Nodes    []int  `json:"nodes"`
 	Isolated string `json:"isolated"`
+	// Reserved are the reserved CPUs the configuration sets aside.
+	Reserved string `json:"reserved"`
 }
 
-// StepReport is what one step did.
+// StepReport is what one step changed. Shared containers that only follow
+// the shared pool when it changes are counted in Followed, not listed:
+// they run on SharedCPUs with SharedMems.
 type StepReport struct {
-	Step int      `json:"step"` // from 1
-	Line int      `json:"line"` // in the workload file
+	Step int `json:"step"` // from 1
+	Position
 	Kind StepKind `json:"kind"`
-	// Pod ("namespace/name") and Container are the step's subject.
-	Pod       string `json:"pod,omitempty"`
-	Container string `json:"container,omitempty"`
-	// Rejected are the containers the step could not place or resize.
-	Rejected []Rejection `json:"rejected,omitempty"`
+	// Objects are what a create or delete step names ("Deployment
+	// shop/web"); Pod and Container a resize's subject.
+	Objects   []string `json:"objects,omitempty"`
+	Pod       string   `json:"pod,omitempty"`
+	Container string   `json:"container,omitempty"`
+	// Changed are the containers the step placed (created), resized, or
+	// moved (updated, or replaced by a restart), with their placement
+	// after it, in creation order.
+	Changed []ContainerPlacement `json:"changed,omitempty"`
+	// Followed counts the shared containers updated to the new shared
+	// pool.
+	Followed int `json:"followed,omitempty"`
 	// Exited are init containers that ran to completion during the step,
-	// with the placement they had; Released the containers a delete
-	// stopped, with theirs.
+	// Released the containers a delete stopped, with the placement they had.
 	Exited   []ContainerPlacement `json:"exited,omitempty"`
 	Released []ContainerPlacement `json:"released,omitempty"`
-	// Restart is what a restart step restored.
+	// Rejected are the containers the step could not place or resize.
+	Rejected []Rejection `json:"rejected,omitempty"`
+	// Restart is what a restart step did.
 	Restart *RestartReport `json:"restart,omitempty"`
-	// SharedCPUs is the shared pool after the step.
+	// SharedCPUs and SharedMems are the shared pool after the step, and
+	// the cpuset.mems of its containers.
 	SharedCPUs string `json:"sharedCPUs"`
-	// Containers are every running container after the step.
-	Containers []ContainerPlacement `json:"containers"`
+	SharedMems string `json:"sharedMems"`
+	// Running counts the containers running after the step.
+	Running int `json:"running"`
+	// Warnings are the problems of capacity that began with this step.
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // ContainerPlacement is where a container runs and why.
@@ -65,6 +81,9 @@ type ContainerPlacement struct {
 	// none policy, and for shared containers).
 	NUMANodes []int `json:"numaNodes"`
 	Affinity  []int `json:"affinity,omitempty"`
+	// CPURequest is the container's CPU request in millicores, as its pod
+	// spec says.
+	CPURequest int64 `json:"cpuRequestMilli"`
 	// MemoryBytes is the memory the Memory Manager accounts on Mems
 	// (Guaranteed containers with exclusive CPUs).
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
@@ -72,9 +91,12 @@ type ContainerPlacement struct {
 	// the kubelet names it ("2MB").
 	HugePages map[string]int64 `json:"hugePages,omitempty"`
 	Reason    string           `json:"reason"`
+	// Unplaced: a restart could not place it as it asks; it is confined to
+	// the shared pool.
+	Unplaced bool `json:"unplaced,omitempty"`
 	// Change is what the step did to the container: created, resized,
-	// updated (its CPUs or memory nodes changed because of another
-	// container), adopted or replaced (by a restart); empty if nothing.
+	// updated (moved because of another container) or replaced (by a
+	// restart); empty in lists of containers as they were.
 	Change string `json:"change,omitempty"`
 }
 
@@ -87,95 +109,94 @@ type Rejection struct {
 	Error     string `json:"error"`
 }
 
-// RestartReport is what a plugin restart did with each running container
-// ("namespace/pod/container"); Moved are those whose CPUs or memory nodes
-// changed, which should be none.
+// RestartReport is what a plugin restart did: how many running
+// containers kept their placement, and which moved ("namespace/pod/
+// container"), which should be none.
 type RestartReport struct {
-	Kept     []string `json:"kept"`
-	Adopted  []string `json:"adopted"`
-	Replaced []string `json:"replaced"`
-	Dropped  []string `json:"dropped"`
-	Moved    []string `json:"moved"`
+	Kept  int      `json:"kept"`
+	Moved []string `json:"moved"`
 }
 
-// State is the state after the last step.
+// Failure is why a run stopped before its last step.
+type Failure struct {
+	Step int `json:"step"`
+	Position
+	Message string `json:"message"`
+}
+
+// Warning is a problem of capacity: a pool whose containers request more
+// CPUs than it has.
+type Warning struct {
+	Step int `json:"step"` // after which it held
+	Position
+	Pool       string `json:"pool"`
+	Containers int    `json:"containers"`
+	// RequestedMilliCPU is what the pool's containers request together;
+	// CPUs what the pool has.
+	RequestedMilliCPU int64  `json:"requestedMilliCPU"`
+	CPUs              int    `json:"cpus"`
+	Message           string `json:"message"`
+}
+
+// State is the state after the last step run.
 type State struct {
+	// StepsRun counts the steps done; fewer than the workload's when a step
+	// failed.
+	StepsRun   int                  `json:"stepsRun"`
 	SharedCPUs string               `json:"sharedCPUs"`
+	SharedMems string               `json:"sharedMems"`
 	Containers []ContainerPlacement `json:"containers"`
 	// Pools counts the running containers per pool.
 	Pools map[string]int `json:"pools"`
+	// PodReservations are the CPUs the Topology Manager's pod scope holds
+	// for pods, by pod ("namespace/name").
+	PodReservations map[string]string `json:"podReservations,omitempty"`
 	// Usage is policy.Usage: per NUMA node and pool, capacity, granted and
 	// free CPUs, and the Memory Manager's memory.
 	Usage []policy.NodeUsage `json:"usage"`
+	// Peak is the state after the step that left the fewest CPUs free.
+	Peak Peak `json:"peak"`
+	// Warnings are the pools overcommitted at the end, and the worst
+	// overcommitment of each pool during the run.
+	Warnings []Warning `json:"warnings,omitempty"`
+	// Refusals counts the containers refused during the run.
+	Refusals int `json:"refusals"`
 }
 
-func describeMachine(m *Machine) MachineInfo {
-	nodes := m.Topology.Nodes()
-	if nodes == nil {
-		nodes = []int{}
-	}
-	return MachineInfo{
-		Source:   m.Source,
-		CPUs:     m.Topology.CPUs().String(),
-		Nodes:    nodes,
-		Isolated: m.Topology.Isolated().String(),
-	}
+// Peak is the use of the machine after the step that left the smallest
+// shared pool (the most CPUs granted), and of those the most memory
+// granted; the first such step.
+type Peak struct {
+	Step int `json:"step"`
+	Position
+	SharedCPUs string             `json:"sharedCPUs"`
+	Usage      []policy.NodeUsage `json:"usage"`
 }
 
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
+// Sink takes the records of a run as they come.
+type Sink interface {
+	Write(Record) error
+}
+
+// jsonSink writes every record as one line of JSON.
+type jsonSink struct {
+	w   *bufio.Writer
+	enc *json.Encoder
+}
+
+func newJSONSink(w io.Writer) *jsonSink {
+	b := bufio.NewWriter(w)
+	return &jsonSink{w: b, enc: json.NewEncoder(b)}
+}
+
+func (s *jsonSink) Write(r Record) error {
+	if err := s.enc.Encode(r); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	// A step is on its way to the reader once it is done; the buffer only
+	// saves the system calls of one record's pieces.
+	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
-}
-
-// WriteSummary writes the report as text: one line per step, then one per
-// placed, exited, released or refused container, and the final pools.
-func (r *Report) WriteSummary(w io.Writer) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "machine: %s, cpus %s, nodes %v, isolated %q\n", r.Machine.Source, r.Machine.CPUs, r.Machine.Nodes, r.Machine.Isolated)
-	for _, s := range r.Steps {
-		fmt.Fprintf(&b, "step %d (line %d) %s%s%s: shared cpus %s\n", s.Step, s.Line, s.Kind, prefixed(" ", s.Pod), prefixed("/", s.Container), s.SharedCPUs)
-		for _, c := range s.Containers {
-			if c.Change != "" {
-				fmt.Fprintf(&b, "  %-8s %s\n", c.Change, summaryLine(c))
-			}
-		}
-		for _, c := range s.Exited {
-			fmt.Fprintf(&b, "  %-8s %s\n", "exited", summaryLine(c))
-		}
-		for _, c := range s.Released {
-			fmt.Fprintf(&b, "  %-8s %s\n", "released", summaryLine(c))
-		}
-		for _, c := range s.Rejected {
-			fmt.Fprintf(&b, "  %-8s %s/%s/%s: %s\n", "REFUSED", c.Namespace, c.Pod, c.Container, c.Error)
-		}
-		if rr := s.Restart; rr != nil {
-			fmt.Fprintf(&b, "  restart: %d kept, %d adopted, %d replaced, %d dropped, %d moved\n",
-				len(rr.Kept), len(rr.Adopted), len(rr.Replaced), len(rr.Dropped), len(rr.Moved))
-		}
-	}
-	pools := make([]string, 0, len(r.Final.Pools))
-	for _, pool := range slices.Sorted(maps.Keys(r.Final.Pools)) {
-		pools = append(pools, fmt.Sprintf("%s %d", pool, r.Final.Pools[pool]))
-	}
-	fmt.Fprintf(&b, "final: shared cpus %s; containers: %s\n", r.Final.SharedCPUs, strings.Join(pools, ", "))
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("write summary: %w", err)
-	}
-	return nil
-}
-
-func summaryLine(c ContainerPlacement) string {
-	return fmt.Sprintf("%s/%s/%s: %s cpus %s mems %s nodes %v: %s", c.Namespace, c.Pod, c.Container, c.Pool, c.CPUs, c.Mems, c.NUMANodes, c.Reason)
-}
-
-func prefixed(prefix, s string) string {
-	if s == "" {
-		return ""
-	}
-	return prefix + s
 }

@@ -1,128 +1,314 @@
 package simulate
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
-	rspec "github.com/opencontainers/runtime-spec/specs-go"
-	v1 "k8s.io/api/core/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"gopkg.in/yaml.v3"
 
+	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/kubepod"
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
-	"github.com/nri-suite/nri-suite/common/topology/locality"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
-// ErrInvalidWorkload is wrapped by the errors of Run and Step that come
-// from the workload itself (a step naming a pod that does not exist, a
-// device the machine lacks), as opposed to containers that are refused,
-// which are results.
-var ErrInvalidWorkload = errors.New("invalid workload")
-
-// Simulator plays a workload against the policy the way the runtime and the
-// plugin would: it keeps what a runtime keeps (every pod, every container's
-// OCI spec with the cpusets the plugin's adjustments and updates gave it)
-// and calls the policy as the plugin's NRI handlers do.
+// Simulator is the container runtime of a simulation, around the plugin
+// itself: it keeps what containerd keeps (the pods, every container's state
+// and OCI spec with the cpusets the plugin's adjustments and updates gave
+// it) and calls the plugin's NRI handlers (nriplugin) in the order
+// containerd calls them, applying what they return. So what it reports is
+// what the plugin does; only the reading of the plugin's placements for
+// the report (nriplugin.Plugin.View) is its own.
 type Simulator struct {
 	machine *Machine
-	cfg     policy.Config
 	node    kubepod.Config
 	// pageSizes are the machine's hugepage sizes by the kubelet's names.
 	pageSizes map[string]uint64
-	pol       *policy.Policy
+	config    []byte
+	source    string // of config, for its errors
+	stateDir  string // the plugin's checkpoint, removed by Close
+	devices   deviceTable
 
-	pods map[PodRef]*simPod
-	// live are the running containers in creation order, the order of the
-	// report; ctrs holds them by id.
-	live []string
+	plugin *nriplugin.Plugin
+	// stopped: the plugin was closed, and no other started (a failed
+	// restart); the report reads its state as it left it.
+	stopped  bool
+	reserved cpuset.CPUSet
+
+	// mu guards the runtime's state: the step being run holds it, and the
+	// plugin's Updater (the runner's, which the plugin calls from its own
+	// goroutine) waits for it. updated is signalled by the Updater.
+	mu      sync.Mutex
+	updated *sync.Cond
+	pods    map[PodRef]*simPod
+	podList []*simPod // in creation order, as the runtime lists sandboxes
+	owners  map[Delete]*owner
+	// ctrs are the containers created and not removed (exited init
+	// containers stay until their pod goes, as in containerd); live the
+	// running ones in creation order, the order of the report.
 	ctrs map[string]*simContainer
+	live []*simContainer
+	seq  int
+	cur  *stepState
+	stat stats
+}
+
+// owner is a controller of the workload and the pods it created.
+type owner struct {
+	pods []PodRef
 }
 
 type simPod struct {
 	pod     *kubepod.Pod
 	nri     *api.PodSandbox
 	created int // the step that created it
+	ctrs    []*simContainer
 }
 
 type simContainer struct {
-	pod *simPod
-	ctr *kubepod.Container
-	// extra are the devices NRI does not show (numa-node devices).
-	extra []policy.Device
+	pod   *simPod
+	ctr   *kubepod.Container
+	seq   int // creation order
+	state api.ContainerState
+	// What the report last said of it, for the warnings and the peak.
+	pool       string
+	cpuRequest int64 // millicores
+	memory     int64 // bytes accounted, hugepages included
 }
 
-// New builds a simulator of the machine with the policy configuration cfg.
-func New(m *Machine, cfg policy.Config) (*Simulator, error) {
-	pol, err := policy.New(m.Topology, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("build the policy: %w", err)
+func (sc *simContainer) running() bool { return sc.state == api.ContainerState_CONTAINER_RUNNING }
+
+func (sc *simContainer) name() string {
+	m := sc.pod.pod.Manifest
+	return m.Namespace + "/" + m.Name + "/" + sc.ctr.Name
+}
+
+// cpuset is the container's cpuset.cpus and cpuset.mems as the runtime
+// shows them.
+func (sc *simContainer) cpuset() [2]string {
+	cpu := sc.ctr.Spec.Linux.Resources.CPU
+	return [2]string{cpu.Cpus, cpu.Mems}
+}
+
+// deviceTable is the plugin's DeviceSource: the devices the workload gives
+// containers by NUMA node, which NRI does not show (device-injector's CDI
+// devices), by container id.
+type deviceTable struct {
+	mu      sync.Mutex
+	devices map[string][]policy.Device
+}
+
+func (d *deviceTable) ContainerDevices(id k8s.Identity) ([]policy.Device, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.devices[id.ContainerID], nil
+}
+
+func (d *deviceTable) set(id string, devices []policy.Device) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(devices) == 0 {
+		delete(d.devices, id)
+		return
 	}
+	d.devices[id] = devices
+}
+
+// settleTimeout bounds the wait for the updates the plugin sends through
+// the Updater (after a pod's reservation is released, or when a
+// Synchronize reply has no room for them): it pushes them at once.
+const settleTimeout = 10 * time.Second
+
+// New starts the plugin for a simulation of the machine with its
+// configuration (config, read from source; nil for the defaults).
+func New(m *Machine, config []byte, source string) (*Simulator, error) {
 	node, pageSizes, err := m.kubeletNode()
 	if err != nil {
 		return nil, err
 	}
-	return &Simulator{
-		machine:   m,
-		cfg:       cfg,
-		node:      node,
-		pageSizes: pageSizes,
-		pol:       pol,
-		pods:      map[PodRef]*simPod{},
-		ctrs:      map[string]*simContainer{},
-	}, nil
+	stateDir, err := os.MkdirTemp("", "nri-topology-aware-simulate-state-")
+	if err != nil {
+		return nil, fmt.Errorf("create the plugin's state directory: %w", err)
+	}
+	s := &Simulator{
+		machine: m, node: node, pageSizes: pageSizes, config: withoutStateDir(config), source: source,
+		stateDir: stateDir, devices: deviceTable{devices: map[string][]policy.Device{}},
+		pods: map[PodRef]*simPod{}, owners: map[Delete]*owner{}, ctrs: map[string]*simContainer{},
+	}
+	s.updated = sync.NewCond(&s.mu)
+	if _, err := s.startPlugin(); err != nil {
+		_ = os.RemoveAll(stateDir)
+		return nil, err
+	}
+	s.plugin.View(func(pol *policy.Policy) { s.reserved = pol.ReservedCPUs() })
+	return s, nil
 }
 
-// Run plays every step and reports each. It stops at the first error in
-// the workload or violated invariant; refused containers are results.
-func (s *Simulator) Run(w *Workload) (*Report, error) {
-	report := &Report{Machine: describeMachine(s.machine), Steps: make([]StepReport, 0, len(w.Steps))}
+// withoutStateDir leaves the configuration's state-dir out: the plugin of
+// a simulation keeps its checkpoint in a directory of its own, never in
+// the one a node's plugin uses. A configuration that is no YAML mapping is
+// left as it is, for the plugin to say what is wrong with it.
+func withoutStateDir(config []byte) []byte {
+	var doc yaml.Node
+	if yaml.Unmarshal(config, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return config
+	}
+	root := doc.Content[0]
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "state-dir" {
+			root.Content = slices.Delete(root.Content, i, i+2)
+			out, err := yaml.Marshal(&doc)
+			if err != nil {
+				return config
+			}
+			return out
+		}
+	}
+	return config
+}
+
+// Close stops the plugin and removes its state.
+func (s *Simulator) Close() error {
+	var err error
+	if s.plugin != nil && !s.stopped {
+		err = s.plugin.Close()
+	}
+	return errors.Join(err, os.RemoveAll(s.stateDir))
+}
+
+// quietLog takes the plugin's log: the report says where every container
+// went and why.
+var quietLog = logrus.NewEntry(&logrus.Logger{Out: io.Discard, Formatter: &logrus.TextFormatter{}, Level: logrus.PanicLevel})
+
+// startPlugin starts a plugin process's worth of plugin: built, configured
+// and synchronized with the runtime's pods and containers, as at a plugin
+// (re)start. It returns the Synchronize's updates, applied.
+func (s *Simulator) startPlugin() ([]*api.ContainerUpdate, error) {
+	p, err := nriplugin.New(plugin.Deps{
+		Name: "topology-aware", Index: "30", Log: quietLog,
+		Registry: prometheus.NewRegistry(), MetricsNamespace: "nri_suite_topology_aware",
+		Updater: updater{s},
+	}, nriplugin.Options{Topology: s.machine.Topology, SysfsRoot: s.machine.SysfsRoot, StateDir: s.stateDir, Devices: &s.devices})
+	if err != nil {
+		return nil, fmt.Errorf("start the plugin: %w", err)
+	}
+	source := s.source
+	if source == "" {
+		source = "built-in defaults"
+	}
+	if err := p.Configure(s.config, source); err != nil {
+		_ = p.Close()
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	var pods []*api.PodSandbox
+	var ctrs []*api.Container
+	for _, sp := range s.podList {
+		pods = append(pods, sp.nri)
+		for _, sc := range sp.ctrs {
+			ctrs = append(ctrs, s.nriContainer(sc))
+		}
+	}
+	updates, err := p.Synchronize(context.Background(), pods, ctrs)
+	if err != nil {
+		_ = p.Close()
+		return nil, fmt.Errorf("synchronize the plugin: %w", err)
+	}
+	s.plugin = p
+	s.applyLocked(updates)
+	return updates, nil
+}
+
+// updater is the runner's Updater for the plugin: the runtime applies the
+// updates it requests outside of NRI calls.
+type updater struct{ s *Simulator }
+
+func (u updater) UpdateContainers(updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	u.s.mu.Lock()
+	defer u.s.mu.Unlock()
+	failed := u.s.applyLocked(updates)
+	u.s.updated.Broadcast()
+	return failed, nil
+}
+
+// applyLocked applies container updates as containerd does, and returns
+// those of containers it does not have.
+func (s *Simulator) applyLocked(updates []*api.ContainerUpdate) []*api.ContainerUpdate {
+	var failed []*api.ContainerUpdate
+	for _, u := range updates {
+		sc, ok := s.ctrs[u.GetContainerId()]
+		if !ok {
+			failed = append(failed, u)
+			continue
+		}
+		s.setResources(sc, u.GetLinux().GetResources())
+	}
+	return failed
+}
+
+// setResources writes NRI resources into the container's spec, as
+// containerd's update does, noting for the step's report where it was.
+func (s *Simulator) setResources(sc *simContainer, res *api.LinuxResources) {
+	if res == nil {
+		return
+	}
+	if cur := s.cur; cur != nil {
+		if _, seen := cur.before[sc.ctr.ID]; !seen {
+			cur.before[sc.ctr.ID] = sc.cpuset()
+		}
+	}
+	kubepod.WithResources(sc.ctr.Spec, kubepod.FromNRIResources(res))
+}
+
+func (s *Simulator) nriContainer(sc *simContainer) *api.Container {
+	return kubepod.NRIContainer(sc.ctr, sc.ctr.Spec, kubepod.ContainerStatus{State: sc.state})
+}
+
+// Run plays every step of the workload, which Validate accepted, writing a
+// record to sink as each is done; the final state comes last. It stops at
+// the first step that fails (a violated invariant of the plugin's state,
+// an update the plugin did not send), writing what failed and the state it
+// stopped in. Refused containers are results, not failures.
+func (s *Simulator) Run(w *Workload, sink Sink) error {
+	if err := sink.Write(Record{Machine: s.describeMachine()}); err != nil {
+		return err
+	}
 	for i := range w.Steps {
 		step := &w.Steps[i]
 		r, err := s.Step(step)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", step, step.Kind, err)
+			err = fmt.Errorf("%s: %s: %w", step.Pos, step, err)
+			final := s.final(i)
+			return errors.Join(err,
+				sink.Write(Record{Error: &Failure{Step: step.Number, Position: step.Pos, Message: err.Error()}}),
+				sink.Write(Record{Final: &final}))
 		}
-		report.Steps = append(report.Steps, r)
+		if err := sink.Write(Record{Step: r}); err != nil {
+			return err
+		}
 	}
-	report.Final = s.state()
-	return report, nil
+	final := s.final(len(w.Steps))
+	return sink.Write(Record{Final: &final})
 }
 
-// Step plays one step. After it, the policy's invariants must hold and
-// every container must run where the policy placed it: an update the
-// policy did not return would otherwise go unnoticed.
-func (s *Simulator) Step(step *Step) (StepReport, error) {
-	r := StepReport{Step: step.Number, Line: step.Line, Kind: step.Kind}
-	changes := map[string]string{}
-	var err error
-	switch step.Kind {
-	case StepCreate:
-		err = s.create(step, &r, changes)
-	case StepResize:
-		err = s.resize(step.Resize, &r, changes)
-	case StepDelete:
-		err = s.delete(*step.Delete, &r, changes)
-	case StepRestart:
-		err = s.restart(&r, changes)
-	default:
-		err = fmt.Errorf("%w: unknown step kind %q", ErrInvalidWorkload, step.Kind)
-	}
-	if err != nil {
-		return r, err
-	}
-	if err := s.pol.Check(); err != nil {
-		return r, fmt.Errorf("policy invariants violated: %w", err)
-	}
-	if err := s.checkRuntimeView(); err != nil {
-		return r, err
-	}
-	r.SharedCPUs = s.pol.SharedCPUs().String()
-	r.Containers = s.placements(changes)
-	return r, nil
+// stepState is what the step being run changed.
+type stepState struct {
+	report *StepReport
+	// before are the cpusets of the containers the step updated, before it.
+	before map[string][2]string
+	// changes are what the step did to containers beyond updating them.
+	changes map[string]string
 }
 
 // Changes a step makes to a container, as reported.
@@ -130,45 +316,102 @@ const (
 	changeCreated  = "created"
 	changeResized  = "resized"
 	changeUpdated  = "updated"
-	changeAdopted  = "adopted"
 	changeReplaced = "replaced"
 )
 
-func (s *Simulator) create(step *Step, r *StepReport, changes map[string]string) error {
-	c := step.Create
-	pod, err := s.node.Convert(c.Manifest)
+// Step plays one step. After it, the plugin's state must satisfy the
+// policy's invariants and every container must run where the plugin placed
+// it: the runtime must have got every update it needs, from the replies or
+// through the Updater.
+func (s *Simulator) Step(step *Step) (r *StepReport, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur = &stepState{
+		report:  &StepReport{Step: step.Number, Position: step.Pos, Kind: step.Kind},
+		before:  map[string][2]string{},
+		changes: map[string]string{},
+	}
+	defer func() { s.cur = nil }()
+	defer func() {
+		// The runner of a real plugin turns a handler's panic into a failed
+		// request; here it fails the step.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the plugin panicked: %v", p)
+		}
+	}()
+	switch step.Kind {
+	case StepCreate:
+		err = s.create(step)
+	case StepResize:
+		err = s.resize(step.Resize)
+	case StepDelete:
+		err = s.delete(*step.Delete)
+	case StepRestart:
+		err = s.restart()
+	default:
+		err = fmt.Errorf("unknown step kind %q", step.Kind)
+	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidWorkload, err)
+		return nil, err
 	}
-	ref := PodRef{Namespace: pod.Manifest.Namespace, Name: pod.Manifest.Name}
-	r.Pod = ref.String()
-	if old, exists := s.pods[ref]; exists {
-		return fmt.Errorf("%w: pod %s already exists (created by step %d): expected a new pod, or a delete step first", ErrInvalidWorkload, ref, old.created)
+	if err := s.settleLocked(); err != nil {
+		return nil, err
 	}
-	extra, err := s.devices(c, pod)
-	if err != nil {
-		return err
+	var checkErr error
+	s.plugin.View(func(pol *policy.Policy) { checkErr = pol.Check() })
+	if checkErr != nil {
+		return nil, fmt.Errorf("the plugin's state violates the policy's invariants: %w", checkErr)
 	}
-	sp := &simPod{pod: pod, nri: kubepod.NRIPodSandbox(pod), created: step.Number}
-	s.pods[ref] = sp
+	s.report(step)
+	return s.cur.report, nil
+}
+
+func (s *Simulator) create(step *Step) error {
+	r := s.cur.report
+	for _, o := range step.Create.Objects {
+		r.Objects = append(r.Objects, o.String())
+		own := &owner{}
+		if o.Kind != KindPod {
+			s.owners[Delete{Kind: o.Kind, PodRef: PodRef{Namespace: o.Namespace, Name: o.Name}}] = own
+		}
+		for _, manifest := range o.Pods() {
+			pod, err := s.node.Convert(manifest)
+			if err != nil {
+				return err
+			}
+			sp := &simPod{pod: pod, nri: kubepod.NRIPodSandbox(pod), created: step.Number}
+			ref := PodRef{Namespace: pod.Manifest.Namespace, Name: pod.Manifest.Name}
+			s.pods[ref] = sp
+			s.podList = append(s.podList, sp)
+			own.pods = append(own.pods, ref)
+			if err := s.runPod(sp, step.Create.Devices); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runPod starts a pod's containers as the kubelet does: init containers
+// one by one to completion (native sidecars started and left running),
+// then the app containers. A refused init container stops the pod there.
+func (s *Simulator) runPod(sp *simPod, devices map[string][]DeviceSpec) error {
+	r := s.cur.report
 	// A pod the scheduler would not bind to this node never reaches it.
-	if why := s.unschedulable(pod.Manifest); why != "" {
-		for _, ctr := range pod.Containers {
+	if why := s.unschedulable(sp.pod.Manifest); why != "" {
+		for _, ctr := range sp.pod.Containers {
 			r.Rejected = append(r.Rejected, rejection(sp, ctr, why))
 		}
 		return nil
 	}
-	// The kubelet starts init containers one by one, each after the
-	// previous one completed (or, a sidecar, started): one refused stops
-	// the pod there.
-	var blockedBy string
-	for _, ctr := range pod.Containers {
+	blockedBy := ""
+	for _, ctr := range sp.pod.Containers {
 		if blockedBy != "" {
 			r.Rejected = append(r.Rejected, rejection(sp, ctr, "not started: init container "+blockedBy+" was refused"))
 			continue
 		}
-		sc := &simContainer{pod: sp, ctr: ctr, extra: extra[ctr.Name]}
-		pl, err := s.allocate(sc, changes)
+		s.addDevices(ctr, devices[ctr.Name])
+		sc, err := s.createContainer(sp, ctr)
 		if err != nil {
 			r.Rejected = append(r.Rejected, rejection(sp, ctr, err.Error()))
 			if ctr.Kind != kubepod.AppContainer {
@@ -178,169 +421,86 @@ func (s *Simulator) create(step *Step, r *StepReport, changes map[string]string)
 		}
 		if ctr.Kind == kubepod.InitContainer {
 			// It runs to completion; the plugin releases it at StopContainer.
-			r.Exited = append(r.Exited, s.entry(sc, pl, ""))
-			s.release(ctr.ID, changes)
+			r.Exited = append(r.Exited, s.entry(sc, ""))
+			if err := s.stopContainer(sc); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// unschedulable returns why the scheduler would not place the pod on this
-// machine, or "". Only what the simulation could otherwise get silently
-// wrong is checked: hugepages of a size the machine lacks, which the
-// kubelet would leave out of the container's limits.
-func (s *Simulator) unschedulable(pod *v1.Pod) string {
-	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, ctr := range list {
-			for name, q := range ctr.Resources.Limits {
-				if !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) || q.IsZero() {
-					continue
-				}
-				limits, err := kubepod.HugepageLimits(v1.ResourceRequirements{Limits: v1.ResourceList{name: q}}, s.node.HugePageSizes)
-				if err != nil {
-					return fmt.Sprintf("unschedulable: container %s: %v", ctr.Name, err)
-				}
-				if !slices.ContainsFunc(limits, func(l kubepod.HugepageLimit) bool { return l.Limit > 0 }) {
-					return fmt.Sprintf("unschedulable: container %s asks for %s, and the machine has no hugepages of that size (it has %s)",
-						ctr.Name, name, sizesOrNone(s.node.HugePageSizes))
-				}
-			}
-		}
-	}
-	return ""
-}
-
-func sizesOrNone(sizes []string) string {
-	if len(sizes) == 0 {
-		return "none"
-	}
-	return strings.Join(sizes, ", ")
-}
-
-// devices checks the workload's devices against the machine, adds the
-// device nodes to the containers' OCI specs (as the runtime or a
-// lower-index plugin would) and returns, per container, the devices NRI
-// does not show.
-func (s *Simulator) devices(c *Create, pod *kubepod.Pod) (map[string][]policy.Device, error) {
-	extra := map[string][]policy.Device{}
-	for _, ctr := range pod.Containers {
-		for i, d := range c.Devices[ctr.Name] {
-			field := fmt.Sprintf("create.devices.%s[%d]", ctr.Name, i)
-			if d.NUMANode != nil {
-				node := *d.NUMANode
-				if _, ok := s.machine.Topology.Node(node); !ok {
-					return nil, fmt.Errorf("%w: %s: numa-node %d: expected one of the machine's nodes %s",
-						ErrInvalidWorkload, field, node, cpuset.New(s.machine.Topology.Nodes()...))
-				}
-				extra[ctr.Name] = append(extra[ctr.Name], policy.Device{
-					ID:       fmt.Sprintf("numa-node %d device %d", node, i),
-					NUMANode: node,
-					CPUs:     s.machine.Topology.CPUsOfNode(node),
-				})
-				continue
-			}
-			if s.machine.SysfsRoot == "" {
-				return nil, fmt.Errorf("%w: %s: %s: the machine (%s) has no devices: expected --sysfs, a --topology description with devices, or a numa-node device",
-					ErrInvalidWorkload, field, d, s.machine.Source)
-			}
-			if _, err := locality.OfDevice(s.machine.SysfsRoot, d.Kind, d.Major, d.Minor); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrInvalidWorkload, field, err)
-			}
-			typ := "c"
-			if d.Kind == locality.Block {
-				typ = "b"
-			}
-			ctr.Spec.Linux.Devices = append(ctr.Spec.Linux.Devices, rspec.LinuxDevice{
-				Path: fmt.Sprintf("/dev/simulated/%s-%d-%d", d.Kind, d.Major, d.Minor), Type: typ, Major: d.Major, Minor: d.Minor,
+// addDevices gives the container the workload's devices: device nodes in
+// its spec (as the runtime or a lower-index plugin adds them), the others
+// through the plugin's DeviceSource (as device-injector's records do).
+func (s *Simulator) addDevices(ctr *kubepod.Container, devices []DeviceSpec) {
+	var known []policy.Device
+	for i, d := range devices {
+		if d.NUMANode != nil {
+			known = append(known, policy.Device{
+				ID:       fmt.Sprintf("numa-node %d device %d", *d.NUMANode, i),
+				NUMANode: *d.NUMANode,
+				CPUs:     s.machine.Topology.CPUsOfNode(*d.NUMANode),
 			})
-		}
-	}
-	return extra, nil
-}
-
-// allocate is CreateContainer: it places the container and applies the
-// placement and the updates of the others as the runtime would.
-func (s *Simulator) allocate(sc *simContainer, changes map[string]string) (policy.Placement, error) {
-	req, _, err := s.requests(sc).Build(sc.pod.nri, s.nriContainer(sc), nil)
-	if err != nil {
-		return policy.Placement{}, err
-	}
-	pl, others, err := s.pol.Allocate(req)
-	if err != nil {
-		return policy.Placement{}, err
-	}
-	s.ctrs[sc.ctr.ID] = sc
-	s.live = append(s.live, sc.ctr.ID)
-	setCPUSet(sc.ctr.Spec, pl)
-	changes[sc.ctr.ID] = changeCreated
-	s.apply(others, changes)
-	return pl, nil
-}
-
-// release is StopContainer: the container's CPUs go back and the shared
-// containers get them in the same call.
-func (s *Simulator) release(id string, changes map[string]string) {
-	others := s.pol.Release(id)
-	delete(s.ctrs, id)
-	delete(changes, id)
-	s.live = slices.DeleteFunc(s.live, func(l string) bool { return l == id })
-	s.apply(others, changes)
-}
-
-// apply writes the placements the policy returned for other containers
-// into their specs, as the runtime applies NRI container updates.
-func (s *Simulator) apply(updates []policy.Placement, changes map[string]string) {
-	for _, pl := range updates {
-		sc, ok := s.ctrs[pl.ContainerID]
-		if !ok {
 			continue
 		}
-		setCPUSet(sc.ctr.Spec, pl)
-		if changes[pl.ContainerID] == "" {
-			changes[pl.ContainerID] = changeUpdated
-		}
+		ctr.Spec.Linux.Devices = append(ctr.Spec.Linux.Devices, d.linuxDevice())
 	}
+	s.devices.set(ctr.ID, known)
 }
 
-// setCPUSet applies a placement as the plugin's adjustment or update does:
-// cpuset.mems only when the placement has nodes.
-func setCPUSet(spec *rspec.Spec, pl policy.Placement) {
-	res := spec.Linux.Resources
-	if res == nil {
-		res = &rspec.LinuxResources{}
-		spec.Linux.Resources = res
+// createContainer is containerd's CreateContainer, StartContainer and
+// PostStartContainer as the plugin sees them. A refusal is undone as
+// containerd undoes it: the plugin sees the container stopped and removed.
+func (s *Simulator) createContainer(sp *simPod, ctr *kubepod.Container) (*simContainer, error) {
+	ctx := context.Background()
+	s.seq++
+	sc := &simContainer{pod: sp, ctr: ctr, seq: s.seq, state: api.ContainerState_CONTAINER_UNKNOWN}
+	adjust, updates, err := s.plugin.CreateContainer(ctx, sp.nri, s.nriContainer(sc))
+	if err != nil {
+		_, _ = s.plugin.StopContainer(ctx, sp.nri, s.nriContainer(sc))
+		_ = s.plugin.RemoveContainer(ctx, sp.nri, s.nriContainer(sc))
+		s.devices.set(ctr.ID, nil)
+		return nil, err
 	}
-	if res.CPU == nil {
-		res.CPU = &rspec.LinuxCPU{}
+	s.applyLocked(updates)
+	kubepod.WithResources(ctr.Spec, kubepod.FromNRIResources(adjust.GetLinux().GetResources()))
+	sc.state = api.ContainerState_CONTAINER_CREATED
+	s.ctrs[ctr.ID] = sc
+	sp.ctrs = append(sp.ctrs, sc)
+	sc.state = api.ContainerState_CONTAINER_RUNNING
+	if err := s.plugin.PostStartContainer(ctx, sp.nri, s.nriContainer(sc)); err != nil {
+		return nil, fmt.Errorf("PostStartContainer of %s: %w", sc.name(), err)
 	}
-	res.CPU.Cpus = pl.CPUs.String()
-	if !pl.Mems.IsEmpty() {
-		res.CPU.Mems = pl.Mems.String()
-	}
+	s.live = append(s.live, sc)
+	s.cur.changes[ctr.ID] = changeCreated
+	return sc, nil
 }
 
-func (s *Simulator) nriContainer(sc *simContainer) *api.Container {
-	return kubepod.NRIContainer(sc.ctr, sc.ctr.Spec, kubepod.ContainerStatus{State: api.ContainerState_CONTAINER_RUNNING})
+// stopContainer is containerd's StopContainer: the container stays, exited,
+// until its pod is removed.
+func (s *Simulator) stopContainer(sc *simContainer) error {
+	sc.state = api.ContainerState_CONTAINER_STOPPED
+	s.live = slices.DeleteFunc(s.live, func(l *simContainer) bool { return l == sc })
+	s.untrack(sc)
+	delete(s.cur.changes, sc.ctr.ID)
+	updates, err := s.plugin.StopContainer(context.Background(), sc.pod.nri, s.nriContainer(sc))
+	if err != nil {
+		return fmt.Errorf("StopContainer of %s: %w", sc.name(), err)
+	}
+	s.applyLocked(updates)
+	return nil
 }
 
 // resize is the kubelet's in-place resize: the container's new CRI
 // resources reach the plugin in UpdateContainer.
-func (s *Simulator) resize(rs *Resize, r *StepReport, changes map[string]string) error {
+func (s *Simulator) resize(rs *Resize) error {
+	r := s.cur.report
 	r.Pod, r.Container = rs.PodRef.String(), rs.Container
-	sp, err := s.pod(rs.PodRef)
-	if err != nil {
-		return err
-	}
+	sp := s.pods[rs.PodRef]
 	ctr := sp.pod.Container(rs.Container)
-	if ctr == nil {
-		return fmt.Errorf("%w: resize.container: pod %s has no container %q: expected one of %s",
-			ErrInvalidWorkload, rs.PodRef, rs.Container, strings.Join(containerNames(sp.pod), ", "))
-	}
-	if ctr.Kind == kubepod.InitContainer {
-		return fmt.Errorf("%w: resize.container: %q is an init container, which ran to completion: expected a running container", ErrInvalidWorkload, rs.Container)
-	}
-	sc, running := s.ctrs[ctr.ID]
-	if !running {
+	sc, created := s.ctrs[ctr.ID]
+	if !created || !sc.running() {
 		r.Rejected = append(r.Rejected, rejection(sp, ctr, "not running: its creation was refused"))
 		return nil
 	}
@@ -351,224 +511,244 @@ func (s *Simulator) resize(rs *Resize, r *StepReport, changes map[string]string)
 	}
 	res, err := kubepod.ContainerResources(manifest, newCtr, s.node.MemoryCapacity, s.node.HugePageSizes)
 	if err != nil {
-		return fmt.Errorf("%w: resize.resources: %w", ErrInvalidWorkload, err)
-	}
-	req, _, err := s.requests(sc).Build(sp.nri, s.nriContainer(sc), kubepod.ToNRIResources(res))
-	if err != nil {
-		r.Rejected = append(r.Rejected, rejection(sp, ctr, err.Error()))
-		return nil
-	}
-	pl, others, err := s.pol.Resize(req)
-	if err != nil {
-		r.Rejected = append(r.Rejected, rejection(sp, ctr, err.Error()))
-		return nil
-	}
-	sp.pod.Manifest, ctr.Manifest, ctr.Resources = manifest, newCtr, res
-	kubepod.WithResources(ctr.Spec, res)
-	setCPUSet(ctr.Spec, pl)
-	changes[ctr.ID] = changeResized
-	s.apply(others, changes)
-	return nil
-}
-
-// resizedManifest returns the pod with the container's new resources, or
-// why the API server would refuse the resize: only CPU and memory can be
-// resized in place, and the pod's QoS class must not change.
-func resizedManifest(old *v1.Pod, rs *Resize) (*v1.Pod, *v1.Container, string) {
-	pod := old.DeepCopy()
-	var ctr *v1.Container
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == rs.Container {
-			ctr = &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == rs.Container {
-			ctr = &pod.Spec.InitContainers[i]
-		}
-	}
-	oldRes := ctr.Resources
-	ctr.Resources = *rs.Resources.DeepCopy()
-	kubepod.ApplyDefaults(pod)
-	for _, lists := range [][2]v1.ResourceList{{oldRes.Requests, ctr.Resources.Requests}, {oldRes.Limits, ctr.Resources.Limits}} {
-		for _, name := range resourceNames(lists[0], lists[1]) {
-			if name == v1.ResourceCPU || name == v1.ResourceMemory {
-				continue
-			}
-			a, b := lists[0][name], lists[1][name]
-			if a.Cmp(b) != 0 {
-				return nil, nil, fmt.Sprintf("resize refused: only cpu and memory can be resized in place, and %s changes", name)
-			}
-		}
-	}
-	pod.Status.QOSClass = ""
-	if before, after := kubepod.QOSClass(old), kubepod.QOSClass(pod); before != after {
-		return nil, nil, fmt.Sprintf("resize refused: it would change the pod's QoS class from %s to %s, which Kubernetes does not allow", before, after)
-	}
-	return pod, ctr, ""
-}
-
-func resourceNames(lists ...v1.ResourceList) []v1.ResourceName {
-	var names []v1.ResourceName
-	for _, l := range lists {
-		for name := range l {
-			if !slices.Contains(names, name) {
-				names = append(names, name)
-			}
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
-// delete is the kubelet's pod deletion: it stops the app containers, then
-// the sidecars in reverse order (KEP-753), and the plugin releases each.
-func (s *Simulator) delete(ref PodRef, r *StepReport, changes map[string]string) error {
-	r.Pod = ref.String()
-	sp, err := s.pod(ref)
-	if err != nil {
 		return err
 	}
-	var order []*kubepod.Container
-	for _, ctr := range sp.pod.Containers {
-		if ctr.Kind == kubepod.AppContainer {
-			order = append(order, ctr)
+	updates, err := s.plugin.UpdateContainer(context.Background(), sp.nri, s.nriContainer(sc), kubepod.ToNRIResources(res))
+	if err != nil {
+		r.Rejected = append(r.Rejected, rejection(sp, ctr, err.Error()))
+		return nil
+	}
+	// As containerd: the last update is the container's own, written over
+	// the resources the kubelet asked for.
+	final := kubepod.ToNRIResources(res)
+	if n := len(updates); n > 0 && updates[n-1].GetContainerId() == ctr.ID {
+		final, updates = updates[n-1].GetLinux().GetResources(), updates[:n-1]
+	}
+	s.applyLocked(updates)
+	sp.pod.Manifest, ctr.Manifest, ctr.Resources = manifest, newCtr, res
+	kubepod.WithResources(ctr.Spec, res)
+	s.setResources(sc, final)
+	s.cur.changes[ctr.ID] = changeResized
+	return nil
+}
+
+// delete deletes a pod, or every pod of a controller, newest first.
+func (s *Simulator) delete(d Delete) error {
+	s.cur.report.Objects = []string{d.String()}
+	if d.Kind == KindPod {
+		return s.removePod(d.PodRef)
+	}
+	own := s.owners[d]
+	delete(s.owners, d)
+	for _, ref := range slices.Backward(own.pods) {
+		if _, exists := s.pods[ref]; exists {
+			if err := s.removePod(ref); err != nil {
+				return err
+			}
 		}
 	}
-	for i := len(sp.pod.Containers) - 1; i >= 0; i-- {
-		if ctr := sp.pod.Containers[i]; ctr.Kind == kubepod.SidecarContainer {
-			order = append(order, ctr)
+	return nil
+}
+
+// removePod tears a pod down as the kubelet and containerd do: the app
+// containers stopped, then the sidecars in reverse order, the sandbox
+// stopped, every container removed, and the sandbox removed.
+func (s *Simulator) removePod(ref PodRef) error {
+	ctx := context.Background()
+	sp := s.pods[ref]
+	var order []*simContainer
+	for _, sc := range sp.ctrs {
+		if sc.ctr.Kind == kubepod.AppContainer {
+			order = append(order, sc)
 		}
 	}
-	for _, ctr := range order {
-		sc, running := s.ctrs[ctr.ID]
-		if !running {
-			continue
+	for _, sc := range slices.Backward(sp.ctrs) {
+		if sc.ctr.Kind == kubepod.SidecarContainer {
+			order = append(order, sc)
 		}
-		pl, _ := s.pol.Placement(ctr.ID)
-		r.Released = append(r.Released, s.entry(sc, pl, ""))
-		s.release(ctr.ID, changes)
 	}
-	// The runtime stops the sandbox: what the pod scope held for it goes.
-	others, _ := s.pol.ReleasePod(string(sp.pod.Manifest.UID))
-	s.apply(others, changes)
+	for _, sc := range order {
+		if sc.running() {
+			s.cur.report.Released = append(s.cur.report.Released, s.entry(sc, ""))
+			if err := s.stopContainer(sc); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.plugin.StopPodSandbox(ctx, sp.nri); err != nil {
+		return fmt.Errorf("StopPodSandbox of %s: %w", ref, err)
+	}
+	for _, sc := range slices.Backward(sp.ctrs) {
+		if err := s.plugin.RemoveContainer(ctx, sp.nri, s.nriContainer(sc)); err != nil {
+			return fmt.Errorf("RemoveContainer of %s: %w", sc.name(), err)
+		}
+		delete(s.ctrs, sc.ctr.ID)
+		s.devices.set(sc.ctr.ID, nil)
+	}
+	if err := s.plugin.RemovePodSandbox(ctx, sp.nri); err != nil {
+		return fmt.Errorf("RemovePodSandbox of %s: %w", ref, err)
+	}
 	delete(s.pods, ref)
+	s.podList = slices.DeleteFunc(s.podList, func(p *simPod) bool { return p == sp })
 	return nil
 }
 
-// restart is a plugin restart: the checkpoint (the policy's snapshot,
-// through JSON as on disk) is restored into a fresh policy together with
-// the containers as the runtime reports them at Synchronize.
-func (s *Simulator) restart(r *StepReport, changes map[string]string) error {
-	data, err := json.Marshal(s.pol.Snapshot())
+// restart is a plugin restart: the plugin process ends (writing its
+// checkpoint) and a new one synchronizes with the running containers.
+func (s *Simulator) restart() error {
+	for _, sc := range s.live {
+		s.cur.before[sc.ctr.ID] = sc.cpuset()
+	}
+	// Closing waits for the plugin's push in flight through the Updater,
+	// which waits for the runtime's lock.
+	s.mu.Unlock()
+	err := s.plugin.Close()
+	s.mu.Lock()
+	s.stopped = true
 	if err != nil {
-		return fmt.Errorf("checkpoint the policy: %w", err)
+		return fmt.Errorf("stop the plugin: %w", err)
 	}
-	var saved policy.Snapshot
-	if err := json.Unmarshal(data, &saved); err != nil {
-		return fmt.Errorf("read the checkpoint back: %w", err)
+	if _, err := s.startPlugin(); err != nil {
+		return err
 	}
-	fresh, err := policy.New(s.machine.Topology, s.cfg)
-	if err != nil {
-		return fmt.Errorf("build the policy: %w", err)
-	}
-	before := map[string]policy.Placement{}
-	running := make([]policy.Running, 0, len(s.live))
-	for _, id := range s.live {
-		sc := s.ctrs[id]
-		before[id], _ = s.pol.Placement(id)
-		// As Synchronize: a container whose request cannot be fully built
-		// is still accounted, with defaults for the bad parts.
-		req, _, _ := s.requests(sc).Build(sc.pod.nri, s.nriContainer(sc), nil)
-		cpu := sc.ctr.Spec.Linux.Resources.CPU
-		cpus, err := cpuset.Parse(cpu.Cpus)
-		if err != nil {
-			return fmt.Errorf("container %s: cpuset.cpus %q: %w", sc.ctr.Name, cpu.Cpus, err)
-		}
-		mems, err := cpuset.Parse(cpu.Mems)
-		if err != nil {
-			return fmt.Errorf("container %s: cpuset.mems %q: %w", sc.ctr.Name, cpu.Mems, err)
-		}
-		running = append(running, policy.Running{Request: req, CPUs: cpus, Mems: mems})
-	}
-	report := fresh.Restore(saved, running)
-	s.pol = fresh
-	for _, id := range report.Adopted {
-		changes[id] = changeAdopted
-	}
-	for _, pl := range report.Replaced {
-		changes[pl.ContainerID] = changeReplaced
-	}
-	s.apply(report.Updates, changes)
-	rr := &RestartReport{
-		Kept: s.names(report.Kept), Adopted: s.names(report.Adopted), Dropped: report.Dropped,
-		Replaced: []string{}, Moved: []string{},
-	}
-	for _, pl := range report.Replaced {
-		rr.Replaced = append(rr.Replaced, s.name(pl.ContainerID))
-	}
-	for _, id := range s.live {
-		after, _ := s.pol.Placement(id)
-		if !after.CPUs.Equal(before[id].CPUs) || !after.Mems.Equal(before[id].Mems) {
-			rr.Moved = append(rr.Moved, s.name(id))
-		}
-	}
-	if rr.Dropped == nil {
-		rr.Dropped = []string{}
-	}
-	r.Restart = rr
-	return nil
-}
-
-// pod returns the live pod named ref.
-func (s *Simulator) pod(ref PodRef) (*simPod, error) {
-	sp, ok := s.pods[ref]
-	if !ok {
-		return nil, fmt.Errorf("%w: pod %s does not exist: expected a pod created by an earlier step and not deleted since", ErrInvalidWorkload, ref)
-	}
-	return sp, nil
-}
-
-func containerNames(p *kubepod.Pod) []string {
-	names := make([]string, len(p.Containers))
-	for i, c := range p.Containers {
-		names[i] = c.Name
-	}
-	return names
-}
-
-// checkRuntimeView verifies that every container runs where the policy
-// placed it, i.e. that the runtime got every update it needed.
-func (s *Simulator) checkRuntimeView() error {
-	var errs []error
-	for _, id := range s.live {
-		sc := s.ctrs[id]
-		pl, ok := s.pol.Placement(id)
-		if !ok {
-			errs = append(errs, fmt.Errorf("container %s runs but the policy has no placement for it", s.name(id)))
+	s.stopped = false
+	rr := &RestartReport{Moved: []string{}}
+	for _, sc := range s.live {
+		if sc.cpuset() == s.cur.before[sc.ctr.ID] {
+			rr.Kept++
 			continue
 		}
-		cpu := sc.ctr.Spec.Linux.Resources.CPU
-		if cpu.Cpus != pl.CPUs.String() || (!pl.Mems.IsEmpty() && cpu.Mems != pl.Mems.String()) {
-			errs = append(errs, fmt.Errorf("container %s runs on cpus %q mems %q but the policy placed it on cpus %q mems %q: an update was not returned",
-				s.name(id), cpu.Cpus, cpu.Mems, pl.CPUs, pl.Mems))
+		rr.Moved = append(rr.Moved, sc.name())
+		s.cur.changes[sc.ctr.ID] = changeReplaced
+	}
+	s.cur.report.Restart = rr
+	return nil
+}
+
+// settleLocked waits until every container runs where the plugin placed
+// it: the updates the plugin pushes through the Updater arrive from its
+// own goroutine. One that never comes is a failure of the plugin.
+func (s *Simulator) settleLocked() error {
+	deadline := time.Now().Add(settleTimeout)
+	timer := time.AfterFunc(settleTimeout, func() {
+		s.mu.Lock()
+		s.updated.Broadcast()
+		s.mu.Unlock()
+	})
+	defer timer.Stop()
+	for {
+		wrong := s.misplacedLocked()
+		if len(wrong) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: the plugin sent no update within %v", strings.Join(wrong, "; "), settleTimeout)
+		}
+		s.updated.Wait()
+	}
+}
+
+// misplacedLocked describes every running container that does not run
+// where the plugin placed it.
+func (s *Simulator) misplacedLocked() []string {
+	var wrong []string
+	parsed := map[string]cpuset.CPUSet{}
+	parse := func(text string) (cpuset.CPUSet, bool) {
+		set, ok := parsed[text]
+		if !ok {
+			var err error
+			if set, err = cpuset.Parse(text); err != nil {
+				return set, false
+			}
+			parsed[text] = set
+		}
+		return set, true
+	}
+	s.plugin.View(func(pol *policy.Policy) {
+		for _, sc := range s.live {
+			pl, placed := pol.Placement(sc.ctr.ID)
+			shown := sc.cpuset()
+			cpus, okCPUs := parse(shown[0])
+			mems, okMems := parse(shown[1])
+			switch {
+			case !placed:
+				wrong = append(wrong, fmt.Sprintf("container %s runs, but the plugin has no placement for it", sc.name()))
+			case !okCPUs || !okMems || !cpus.Equal(pl.CPUs) || (!pl.Mems.IsEmpty() && !mems.Equal(pl.Mems)):
+				wrong = append(wrong, fmt.Sprintf("container %s runs on cpus %q mems %q, but the plugin placed it on cpus %q mems %q",
+					sc.name(), shown[0], shown[1], pl.CPUs, pl.Mems))
+			}
+		}
+	})
+	return wrong
+}
+
+// report completes the step's report: the containers it changed, those
+// that only followed the shared pool, the counts and the warnings.
+func (s *Simulator) report(step *Step) {
+	r, cur := s.cur.report, s.cur
+	var sharedCPUs cpuset.CPUSet
+	s.plugin.View(func(pol *policy.Policy) {
+		sharedCPUs = pol.SharedCPUs()
+		r.SharedCPUs, r.SharedMems = sharedCPUs.String(), pol.SharedMems(false).String()
+	})
+	follows := [2]string{r.SharedCPUs, r.SharedMems}
+	var listed []*simContainer
+	for _, id := range sortedKeys(cur.before, cur.changes) {
+		sc, ok := s.ctrs[id]
+		if !ok || !sc.running() {
+			continue
+		}
+		if cur.changes[id] == "" {
+			now := sc.cpuset()
+			if now == cur.before[id] {
+				continue
+			}
+			if sc.pool == string(policy.PoolShared) && now == follows {
+				r.Followed++
+				continue
+			}
+			cur.changes[id] = changeUpdated
+		}
+		listed = append(listed, sc)
+	}
+	slices.SortFunc(listed, func(a, b *simContainer) int { return a.seq - b.seq })
+	for _, sc := range listed {
+		e := s.entry(sc, cur.changes[sc.ctr.ID])
+		s.untrack(sc)
+		s.track(sc, e)
+		r.Changed = append(r.Changed, e)
+	}
+	r.Running = len(s.live)
+	s.stat.refusals += len(r.Rejected)
+	r.Warnings = s.stat.afterStep(step, sharedCPUs.Size(), s.reserved.Size())
+	if s.stat.isPeak(sharedCPUs.Size()) {
+		s.plugin.View(func(pol *policy.Policy) {
+			s.stat.peak = Peak{Step: step.Number, Position: step.Pos, SharedCPUs: r.SharedCPUs, Usage: pol.Usage()}
+		})
+	}
+}
+
+func sortedKeys(a map[string][2]string, b map[string]string) []string {
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, dup := a[k]; !dup {
+			keys = append(keys, k)
 		}
 	}
-	return errors.Join(errs...)
+	return keys
 }
 
-// placements lists every running container with its placement, in
-// creation order.
-func (s *Simulator) placements(changes map[string]string) []ContainerPlacement {
-	out := make([]ContainerPlacement, 0, len(s.live))
-	for _, id := range s.live {
-		pl, _ := s.pol.Placement(id)
-		out = append(out, s.entry(s.ctrs[id], pl, changes[id]))
-	}
-	return out
+// entry is the report of a container's placement now.
+func (s *Simulator) entry(sc *simContainer, change string) ContainerPlacement {
+	var pl policy.Placement
+	s.plugin.View(func(pol *policy.Policy) { pl, _ = pol.Placement(sc.ctr.ID) })
+	return s.placementEntry(sc, pl, change)
 }
 
-func (s *Simulator) entry(sc *simContainer, pl policy.Placement, change string) ContainerPlacement {
+func (s *Simulator) placementEntry(sc *simContainer, pl policy.Placement, change string) ContainerPlacement {
 	m := sc.pod.pod.Manifest
 	nodes := s.machine.Topology.NodesOfCPUs(pl.CPUs)
 	if nodes == nil {
@@ -578,8 +758,25 @@ func (s *Simulator) entry(sc *simContainer, pl policy.Placement, change string) 
 		ID: sc.ctr.ID, Namespace: m.Namespace, Pod: m.Name, Container: sc.ctr.Name,
 		Pool: string(pl.Pool), CPUs: pl.CPUs.String(), Mems: pl.Mems.String(),
 		NUMANodes: nodes, Affinity: slices.Clone(pl.NUMANodes),
-		MemoryBytes: pl.Memory, HugePages: s.pageSizeNames(pl.HugePages), Reason: pl.Reason, Change: change,
+		CPURequest:  sc.ctr.Manifest.Resources.Requests.Cpu().MilliValue(),
+		MemoryBytes: pl.Memory, HugePages: s.pageSizeNames(pl.HugePages),
+		Reason: pl.Reason, Unplaced: pl.Unplaced, Change: change,
 	}
+}
+
+// pageSizeNames renames page size in bytes -> bytes to the kubelet's names
+// of the sizes, for the report.
+func (s *Simulator) pageSizeNames(hugePages map[uint64]int64) map[string]int64 {
+	if len(hugePages) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(hugePages))
+	for name, size := range s.pageSizes {
+		if bytes, ok := hugePages[size]; ok {
+			out[name] = bytes
+		}
+	}
+	return out
 }
 
 func rejection(sp *simPod, ctr *kubepod.Container, why string) Rejection {
@@ -587,35 +784,54 @@ func rejection(sp *simPod, ctr *kubepod.Container, why string) Rejection {
 	return Rejection{ID: ctr.ID, Namespace: m.Namespace, Pod: m.Name, Container: ctr.Name, Error: why}
 }
 
-// name is "namespace/pod/container" of a running container.
-func (s *Simulator) name(id string) string {
-	sc, ok := s.ctrs[id]
-	if !ok {
-		return id
+func (s *Simulator) describeMachine() *MachineInfo {
+	nodes := s.machine.Topology.Nodes()
+	if nodes == nil {
+		nodes = []int{}
 	}
-	m := sc.pod.pod.Manifest
-	return m.Namespace + "/" + m.Name + "/" + sc.ctr.Name
+	return &MachineInfo{
+		Source:   s.machine.Source,
+		CPUs:     s.machine.Topology.CPUs().String(),
+		Nodes:    nodes,
+		Isolated: s.machine.Topology.Isolated().String(),
+		Reserved: s.reserved.String(),
+	}
 }
 
-func (s *Simulator) names(ids []string) []string {
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		out = append(out, s.name(id))
-	}
-	return out
-}
-
-// state is the final state: every container, the shared pool and the use
-// of every pool on every NUMA node.
-func (s *Simulator) state() State {
+// final is the state after stepsRun steps.
+func (s *Simulator) final(stepsRun int) State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	st := State{
-		SharedCPUs: s.pol.SharedCPUs().String(),
-		Containers: s.placements(nil),
+		StepsRun:   stepsRun,
+		Containers: make([]ContainerPlacement, 0, len(s.live)),
 		Pools:      map[string]int{},
-		Usage:      s.pol.Usage(),
+		Peak:       s.stat.peak,
+		Refusals:   s.stat.refusals,
 	}
-	for _, c := range st.Containers {
-		st.Pools[c.Pool]++
+	podNames := map[string]string{}
+	for ref, sp := range s.pods {
+		podNames[string(sp.pod.Manifest.UID)] = ref.String()
+	}
+	s.plugin.View(func(pol *policy.Policy) {
+		st.SharedCPUs, st.SharedMems = pol.SharedCPUs().String(), pol.SharedMems(false).String()
+		for _, sc := range s.live {
+			pl, _ := pol.Placement(sc.ctr.ID)
+			e := s.placementEntry(sc, pl, "")
+			st.Containers = append(st.Containers, e)
+			st.Pools[e.Pool]++
+		}
+		st.Usage = pol.Usage()
+		st.Warnings = s.stat.final(pol.SharedCPUs().Size(), s.reserved.Size())
+		for _, pod := range pol.Snapshot().Pods {
+			if st.PodReservations == nil {
+				st.PodReservations = map[string]string{}
+			}
+			st.PodReservations[podNames[pod.PodUID]] = pod.CPUs.String()
+		}
+	})
+	if st.Peak.Step == 0 {
+		st.Peak = Peak{Usage: st.Usage, SharedCPUs: st.SharedCPUs}
 	}
 	return st
 }
