@@ -30,7 +30,10 @@ func (p *Policy) Check() error {
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	var exclusive, isolated cpuset.CPUSet
 	shared := 0
-	for _, id := range p.sortedIDs() {
+	// Sorted once: for errors in a stable order. Simulate checks after
+	// every step of thousands.
+	ids, pods := p.sortedIDs(), slices.Sorted(maps.Keys(p.pods))
+	for _, id := range ids {
 		e := p.containers[id]
 		pl := e.pl
 		if pl.ContainerID != id {
@@ -82,7 +85,7 @@ func (p *Policy) Check() error {
 			fail("container %s: mems %q, expected %q", id, pl.Mems, want)
 		}
 	}
-	exclusive = exclusive.Union(p.checkPods(fail))
+	exclusive = exclusive.Union(p.checkPods(ids, pods, fail))
 	if !exclusive.Equal(p.exclusive) || !isolated.Equal(p.isolatedUsed) {
 		fail("granted CPUs recorded as %q exclusive and %q isolated, the containers hold %q and %q",
 			p.exclusive, p.isolatedUsed, exclusive, isolated)
@@ -96,17 +99,17 @@ func (p *Policy) Check() error {
 	if shared != len(p.sharedIDs) {
 		fail("%d shared containers, %d recorded", shared, len(p.sharedIDs))
 	}
-	errs = append(errs, p.checkMemoryAccounting()...)
+	errs = append(errs, p.checkMemoryAccounting(ids, pods)...)
 	return errors.Join(errs...)
 }
 
-// checkPods checks the pods and their reservations, and returns the CPUs
-// the reservations hold.
-func (p *Policy) checkPods(fail func(string, ...any)) cpuset.CPUSet {
-	counts := map[string]int{}
+// checkPods checks the pods and their reservations (the containers' and
+// the pods' ids sorted), and returns the CPUs the reservations hold.
+func (p *Policy) checkPods(ids, pods []string, fail func(string, ...any)) cpuset.CPUSet {
+	counts := make(map[string]int, len(pods))
 	used := map[string]cpuset.CPUSet{}
 	memUsed := map[string]map[memoryResource]uint64{}
-	for _, id := range p.sortedIDs() {
+	for _, id := range ids {
 		e := p.containers[id]
 		uid := e.pl.PodUID
 		counts[uid]++
@@ -125,7 +128,7 @@ func (p *Policy) checkPods(fail func(string, ...any)) cpuset.CPUSet {
 		}
 	}
 	var held cpuset.CPUSet
-	for _, uid := range slices.Sorted(maps.Keys(p.pods)) {
+	for _, uid := range pods {
 		pod := p.pods[uid]
 		if pod.containers != counts[uid] || pod.containers == 0 && (pod.res == nil || pod.closing) {
 			fail("pod %s: %d containers recorded, %d placed", uid, pod.containers, counts[uid])
@@ -142,7 +145,7 @@ func (p *Policy) checkPods(fail func(string, ...any)) cpuset.CPUSet {
 		if o := r.cpus.Intersection(held.Union(p.reserved).Union(p.isolated)); !o.IsEmpty() || !r.cpus.IsSubsetOf(p.available) {
 			fail("pod %s: reserved CPUs %q overlap another pod's, the reserved or the isolated CPUs on %q, or are not all available", uid, r.cpus, o)
 		}
-		for _, id := range p.sortedIDs() {
+		for _, id := range ids {
 			if e := p.containers[id]; e.pl.PodUID != uid && (e.pl.Pool == PoolExclusive || e.pl.Pool == PoolIsolated) {
 				if o := e.pl.CPUs.Intersection(r.cpus); !o.IsEmpty() {
 					fail("pod %s: reserved CPUs %q granted to container %s of another pod on %q", uid, r.cpus, id, o)
@@ -173,20 +176,32 @@ func (p *Policy) expectedMems(e *entry) cpuset.CPUSet {
 	return p.mems(p.topo.NodesOfCPUs(e.pl.CPUs), e.req.CPULessMemory)
 }
 
-func (p *Policy) checkMemoryAccounting() []error {
+func (p *Policy) checkMemoryAccounting(ids, pods []string) []error {
 	var errs []error
 	held := map[int]map[memoryResource]uint64{}
 	assignments := map[int]int{}
 	groups := map[int]numaMask{}
-	type holder struct {
-		group numaMask
-		held  []NodeMemory
+	// account adds what a container or a pod holds in its memory group.
+	account := func(group numaMask, memory []NodeMemory) {
+		for _, n := range group.nodes() {
+			assignments[n]++
+			if g, seen := groups[n]; seen && g != group {
+				errs = append(errs, fmt.Errorf("NUMA node %d is in memory groups {%s} and {%s}", n, g, group))
+			}
+			groups[n] = group
+		}
+		for _, h := range memory {
+			if held[h.Node] == nil {
+				held[h.Node] = map[memoryResource]uint64{}
+			}
+			held[h.Node][memoryResource(h.PageSize)] += h.Bytes
+		}
 	}
-	var holders []holder
-	for _, id := range p.sortedIDs() {
+	for _, id := range ids {
 		e := p.containers[id]
-		holders = append(holders, holder{e.group, e.held}, holder{0, e.cpuLess})
-		if got, want := total(e.cpuLess)[0], p.cpuLessRequest(e.req, e.group); got != want {
+		account(e.group, e.held)
+		account(0, e.cpuLess)
+		if got, want := cpuLessBytes(e.cpuLess), p.cpuLessRequest(e.req, e.group); got != want {
 			errs = append(errs, fmt.Errorf("container %s: holds %d bytes of CPU-less memory, expected %d", id, got, want))
 		}
 		for _, h := range e.cpuLess {
@@ -195,24 +210,9 @@ func (p *Policy) checkMemoryAccounting() []error {
 			}
 		}
 	}
-	for _, uid := range slices.Sorted(maps.Keys(p.pods)) {
+	for _, uid := range pods {
 		if r := p.pods[uid].res; r != nil {
-			holders = append(holders, holder{r.group, r.held})
-		}
-	}
-	for _, e := range holders {
-		for _, n := range e.group.nodes() {
-			assignments[n]++
-			if g, seen := groups[n]; seen && g != e.group {
-				errs = append(errs, fmt.Errorf("NUMA node %d is in memory groups {%s} and {%s}", n, g, e.group))
-			}
-			groups[n] = e.group
-		}
-		for _, h := range e.held {
-			if held[h.Node] == nil {
-				held[h.Node] = map[memoryResource]uint64{}
-			}
-			held[h.Node][memoryResource(h.PageSize)] += h.Bytes
+			account(r.group, r.held)
 		}
 	}
 	for id, n := range p.mm.nodes {
@@ -231,4 +231,15 @@ func (p *Policy) checkMemoryAccounting() []error {
 		}
 	}
 	return errs
+}
+
+// cpuLessBytes is the memory (not hugepages) held on CPU-less nodes.
+func cpuLessBytes(held []NodeMemory) uint64 {
+	var sum uint64
+	for _, h := range held {
+		if h.PageSize == 0 {
+			sum += h.Bytes
+		}
+	}
+	return sum
 }
