@@ -82,6 +82,9 @@ type simContainer struct {
 	ctr   *kubepod.Container
 	seq   int // creation order
 	state api.ContainerState
+	// shown are its spec's cpuset.cpus and cpuset.mems, kept beside it:
+	// every step compares every container's with its placement.
+	shown [2]string
 	// What the report last said of it, for the warnings and the peak.
 	pool       string
 	cpuRequest int64 // millicores
@@ -97,9 +100,14 @@ func (sc *simContainer) name() string {
 
 // cpuset is the container's cpuset.cpus and cpuset.mems as the runtime
 // shows them.
-func (sc *simContainer) cpuset() [2]string {
+func (sc *simContainer) cpuset() [2]string { return sc.shown }
+
+// setResources writes resources into the container's spec, as containerd
+// does with CRI resources.
+func (sc *simContainer) setResources(r kubepod.LinuxContainerResources) {
+	kubepod.WithResources(sc.ctr.Spec, r)
 	cpu := sc.ctr.Spec.Linux.Resources.CPU
-	return [2]string{cpu.Cpus, cpu.Mems}
+	sc.shown = [2]string{cpu.Cpus, cpu.Mems}
 }
 
 // deviceTable is the plugin's DeviceSource: the devices the workload gives
@@ -268,7 +276,7 @@ func (s *Simulator) setResources(sc *simContainer, res *api.LinuxResources) {
 			cur.before[sc.ctr.ID] = sc.cpuset()
 		}
 	}
-	kubepod.WithResources(sc.ctr.Spec, kubepod.FromNRIResources(res))
+	sc.setResources(kubepod.FromNRIResources(res))
 }
 
 func (s *Simulator) nriContainer(sc *simContainer) *api.Container {
@@ -464,7 +472,7 @@ func (s *Simulator) createContainer(sp *simPod, ctr *kubepod.Container) (*simCon
 		return nil, err
 	}
 	s.applyLocked(updates)
-	kubepod.WithResources(ctr.Spec, kubepod.FromNRIResources(adjust.GetLinux().GetResources()))
+	sc.setResources(kubepod.FromNRIResources(adjust.GetLinux().GetResources()))
 	sc.state = api.ContainerState_CONTAINER_CREATED
 	s.ctrs[ctr.ID] = sc
 	sp.ctrs = append(sp.ctrs, sc)
@@ -526,7 +534,7 @@ func (s *Simulator) resize(rs *Resize) error {
 	}
 	s.applyLocked(updates)
 	sp.pod.Manifest, ctr.Manifest, ctr.Resources = manifest, newCtr, res
-	kubepod.WithResources(ctr.Spec, res)
+	sc.setResources(res)
 	s.setResources(sc, final)
 	s.cur.changes[ctr.ID] = changeResized
 	return nil
@@ -652,24 +660,13 @@ func (s *Simulator) settleLocked() error {
 // where the plugin placed it.
 func (s *Simulator) misplacedLocked() []string {
 	var wrong []string
-	parsed := map[string]cpuset.CPUSet{}
-	parse := func(text string) (cpuset.CPUSet, bool) {
-		set, ok := parsed[text]
-		if !ok {
-			var err error
-			if set, err = cpuset.Parse(text); err != nil {
-				return set, false
-			}
-			parsed[text] = set
-		}
-		return set, true
-	}
+	var cpusText, memsText cpusetText
 	s.plugin.View(func(pol *policy.Policy) {
 		for _, sc := range s.live {
 			pl, placed := pol.Placement(sc.ctr.ID)
 			shown := sc.cpuset()
-			cpus, okCPUs := parse(shown[0])
-			mems, okMems := parse(shown[1])
+			cpus, okCPUs := cpusText.parse(shown[0])
+			mems, okMems := memsText.parse(shown[1])
 			switch {
 			case !placed:
 				wrong = append(wrong, fmt.Sprintf("container %s runs, but the plugin has no placement for it", sc.name()))
@@ -680,6 +677,23 @@ func (s *Simulator) misplacedLocked() []string {
 		}
 	})
 	return wrong
+}
+
+// cpusetText parses cpusets, most of them the same text over and over (the
+// shared pool's), which it parses once.
+type cpusetText struct {
+	text string
+	set  cpuset.CPUSet
+	err  error
+	seen bool
+}
+
+func (c *cpusetText) parse(text string) (cpuset.CPUSet, bool) {
+	if !c.seen || text != c.text {
+		c.text, c.seen = text, true
+		c.set, c.err = cpuset.Parse(text)
+	}
+	return c.set, c.err == nil
 }
 
 // report completes the step's report: the containers it changed, those
