@@ -20,7 +20,7 @@ import (
 // whatever the plugin's own work. Its figures are in docs/benchmarks.md.
 func BenchmarkUpdateFanout(b *testing.B) {
 	bin := harness.BuildPlugin(b, testPlugin)
-	for _, live := range []int{0, 100, 250, 500} {
+	for _, live := range []int{0, 100, 250, 500, 1000, 10000} {
 		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
 			rt := harness.New(b)
 			// env: {}: the fan-out and nothing else.

@@ -45,53 +45,65 @@ func (m manifests) pod(b *testing.B, file, name string) *v1.Pod {
 // BenchmarkCreateContainer measures the CreateContainer round trip (the
 // runtime's request, the plugin's placement, the adjustment and the updates
 // applied to the specs) on the 256-CPU fixture with live shared containers.
-// Every other created container is exclusive (2 CPUs), so the shared pool
-// changes and every live container is updated in that call; the others are
-// shared and update nothing. Each created pod is removed again, untimed.
+// "alternating": every other created container is exclusive (2 CPUs), so
+// the shared pool changes and every live container is updated in that call;
+// the others are shared and update nothing. "shared": shared containers
+// only. Each created pod is removed again, untimed.
 func BenchmarkCreateContainer(b *testing.B) {
-	for _, live := range []int{0, 100, 250, 500} {
-		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
-			// Info, as in production: debug logs every update.
-			n := startNode(b, "nps4-2s-12n-256c-cpuless", nodeOptions{logLevel: "info", tmpfs: true})
-			for i := range live {
-				manifest := pod(b, "burstable.yaml")
-				manifest.Name = fmt.Sprintf("live-%d", i)
-				n.rt.RunPod(b, manifest)
-			}
-			files := []string{"guaranteed-2cpu.yaml", "burstable.yaml"}
-			templates := manifests{}
-			cost := n.startCost(b, "CreateContainer")
-			var all, exclusive, shared, rpc []time.Duration
-			i := 0
-			for b.Loop() {
-				b.StopTimer()
-				p := n.rt.NewPod(b, templates.pod(b, files[i%len(files)], fmt.Sprintf("bench-%d", i)))
-				require.NoError(b, n.rt.RunPodSandbox(p))
-				c := p.Containers()[0]
-				b.StartTimer()
-				start := time.Now()
-				err := n.rt.CreateContainer(c)
-				took := time.Since(start)
-				b.StopTimer()
-				require.NoError(b, err)
-				all = append(all, took)
-				if i%len(files) == 0 {
-					exclusive = append(exclusive, took)
-					rpc = append(rpc, n.rt.PluginLatency(qualifiedName, "CreateContainer"))
-				} else {
-					shared = append(shared, took)
-				}
-				i++
-				n.rt.RemovePod(b, p)
-				b.StartTimer()
-			}
-			harness.ReportPercentiles(b, "", all)
-			harness.ReportPercentiles(b, "excl-", exclusive)
-			harness.ReportPercentiles(b, "shared-", shared)
-			harness.ReportPercentiles(b, "excl-rpc-", rpc)
-			cost.report(b, len(all))
-		})
+	for _, live := range []int{0, 100, 250, 500, 1000, 10000} {
+		for _, mix := range []struct {
+			name  string
+			files []string
+		}{{"alternating", []string{"guaranteed-2cpu.yaml", "burstable.yaml"}}, {"shared", []string{"burstable.yaml"}}} {
+			b.Run(fmt.Sprintf("live=%d/%s", live, mix.name), func(b *testing.B) {
+				benchmarkCreateContainer(b, live, mix.files)
+			})
+		}
 	}
+}
+
+func benchmarkCreateContainer(b *testing.B, live int, files []string) {
+	// Info, as in production: debug logs every update.
+	n := startNode(b, "nps4-2s-12n-256c-cpuless", nodeOptions{logLevel: "info", tmpfs: true})
+	for i := range live {
+		manifest := pod(b, "burstable.yaml")
+		manifest.Name = fmt.Sprintf("live-%d", i)
+		n.rt.RunPod(b, manifest)
+	}
+	templates := manifests{}
+	cost := n.startCost(b, "CreateContainer")
+	var all, exclusive, shared, rpc []time.Duration
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		file := files[i%len(files)]
+		p := n.rt.NewPod(b, templates.pod(b, file, fmt.Sprintf("bench-%d", i)))
+		require.NoError(b, n.rt.RunPodSandbox(p))
+		c := p.Containers()[0]
+		b.StartTimer()
+		start := time.Now()
+		err := n.rt.CreateContainer(c)
+		took := time.Since(start)
+		b.StopTimer()
+		require.NoError(b, err)
+		all = append(all, took)
+		if file != "burstable.yaml" {
+			exclusive = append(exclusive, took)
+			rpc = append(rpc, n.rt.PluginLatency(qualifiedName, "CreateContainer"))
+		} else {
+			shared = append(shared, took)
+		}
+		i++
+		n.rt.RemovePod(b, p)
+		b.StartTimer()
+	}
+	harness.ReportPercentiles(b, "", all)
+	if len(exclusive) > 0 {
+		harness.ReportPercentiles(b, "excl-", exclusive)
+		harness.ReportPercentiles(b, "excl-rpc-", rpc)
+	}
+	harness.ReportPercentiles(b, "shared-", shared)
+	cost.report(b, len(all))
 }
 
 // BenchmarkChurn is the scenario of the peer's published figures: about 100
