@@ -104,9 +104,6 @@ func run(o options, stdout io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, sim.Close()) }()
-	if err := sim.Validate(w); err != nil {
-		return err
-	}
 	var sinks sinks
 	if o.summary {
 		sinks = append(sinks, newSummarySink(stdout))

@@ -458,7 +458,7 @@ func checkDevices(t *testing.T, topo *topology.Topology, r *report) {
 
 // checkPodScope: see testdata/workloads/pod-scope.yaml.
 func checkPodScope(t *testing.T, topo *topology.Topology, r *report) {
-	require.Len(t, r.Steps, 4)
+	require.Len(t, r.Steps, 5)
 	web := find(t, r, 1, "shop/web/app")
 	for _, name := range []string{"trading/pair/feed", "trading/pair/engine"} {
 		c := find(t, r, 1, name)
@@ -471,7 +471,12 @@ func checkPodScope(t *testing.T, topo *topology.Topology, r *report) {
 	}
 	pricer := find(t, r, 3, "trading/quote/pricer")
 	assert.Equal(t, []int{0}, pricer.NUMANodes)
-	assert.Contains(t, r.Final.PodReservations, "trading/pair", "the pair's reservation is in the final state")
+	assert.NotContains(t, r.Final.PodReservations, "trading/pair", "the pair's reservation went with it")
+	assert.Contains(t, r.Final.PodReservations, "trading/quote")
+	gone := r.Steps[4]
+	require.Len(t, gone.Released, 2)
+	assert.True(t, topo.CPUsOfNode(1).Difference(parse(t, r.Machine.Reserved)).IsSubsetOf(parse(t, gone.SharedCPUs)), "node 1 is back in the shared pool")
+	assert.Equal(t, 2, gone.Followed, "web's proxy and app got it through the Updater")
 }
 
 // checkNUMANodes: see testdata/workloads/numa-nodes.yaml.

@@ -283,18 +283,21 @@ func (s *Simulator) nriContainer(sc *simContainer) *api.Container {
 	return kubepod.NRIContainer(sc.ctr, sc.ctr.Spec, kubepod.ContainerStatus{State: sc.state})
 }
 
-// Run plays every step of the workload, which Validate accepted, writing a
-// record to sink as each is done; the final state comes last. It stops at
-// the first step that fails (a violated invariant of the plugin's state,
-// an update the plugin did not send), writing what failed and the state it
-// stopped in. Refused containers are results, not failures.
+// Run validates the whole workload (Validate), then plays every step,
+// writing a record to sink as each is done; the final state comes last. It
+// stops at the first step that fails (a violated invariant of the plugin's
+// state, an update the plugin did not send), writing what failed and the
+// state it stopped in. Refused containers are results, not failures.
 func (s *Simulator) Run(w *Workload, sink Sink) error {
+	if err := s.Validate(w); err != nil {
+		return err
+	}
 	if err := sink.Write(Record{Machine: s.describeMachine()}); err != nil {
 		return err
 	}
 	for i := range w.Steps {
 		step := &w.Steps[i]
-		r, err := s.Step(step)
+		r, err := s.runStep(step)
 		if err != nil {
 			err = fmt.Errorf("%s: %s: %w", step.Pos, step, err)
 			final := s.final(i)
@@ -327,11 +330,11 @@ const (
 	changeReplaced = "replaced"
 )
 
-// Step plays one step. After it, the plugin's state must satisfy the
+// runStep plays one step. After it, the plugin's state must satisfy the
 // policy's invariants and every container must run where the plugin placed
 // it: the runtime must have got every update it needs, from the replies or
 // through the Updater.
-func (s *Simulator) Step(step *Step) (r *StepReport, err error) {
+func (s *Simulator) runStep(step *Step) (r *StepReport, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cur = &stepState{
@@ -344,7 +347,7 @@ func (s *Simulator) Step(step *Step) (r *StepReport, err error) {
 		// The runner of a real plugin turns a handler's panic into a failed
 		// request; here it fails the step.
 		if p := recover(); p != nil {
-			err = fmt.Errorf("the plugin panicked: %v", p)
+			err = fmt.Errorf("panicked: %v", p)
 		}
 	}()
 	switch step.Kind {
@@ -637,6 +640,10 @@ func (s *Simulator) restart() error {
 // it: the updates the plugin pushes through the Updater arrive from its
 // own goroutine. One that never comes is a failure of the plugin.
 func (s *Simulator) settleLocked() error {
+	wrong := s.misplacedLocked()
+	if len(wrong) == 0 {
+		return nil
+	}
 	deadline := time.Now().Add(settleTimeout)
 	timer := time.AfterFunc(settleTimeout, func() {
 		s.mu.Lock()
@@ -644,16 +651,14 @@ func (s *Simulator) settleLocked() error {
 		s.mu.Unlock()
 	})
 	defer timer.Stop()
-	for {
-		wrong := s.misplacedLocked()
-		if len(wrong) == 0 {
-			return nil
-		}
+	for len(wrong) > 0 {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: the plugin sent no update within %v", strings.Join(wrong, "; "), settleTimeout)
 		}
 		s.updated.Wait()
+		wrong = s.misplacedLocked()
 	}
+	return nil
 }
 
 // misplacedLocked describes every running container that does not run
@@ -841,7 +846,11 @@ func (s *Simulator) final(stepsRun int) State {
 			if st.PodReservations == nil {
 				st.PodReservations = map[string]string{}
 			}
-			st.PodReservations[podNames[pod.PodUID]] = pod.CPUs.String()
+			name, ok := podNames[pod.PodUID]
+			if !ok {
+				name = "uid " + pod.PodUID // its sandbox is gone, its last container not yet
+			}
+			st.PodReservations[name] = pod.CPUs.String()
 		}
 	})
 	if st.Peak.Step == 0 {

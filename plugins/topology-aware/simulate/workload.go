@@ -66,15 +66,6 @@ type Create struct {
 	Devices map[string][]DeviceSpec
 }
 
-// Pods are the pods the step creates, in order.
-func (c *Create) Pods() []*v1.Pod {
-	var pods []*v1.Pod
-	for _, o := range c.Objects {
-		pods = append(pods, o.Pods()...)
-	}
-	return pods
-}
-
 // DeviceSpec is a device a container gets: either a device node of the
 // machine's sysfs tree, located by major:minor as the plugin locates the
 // devices it sees, or a device that is only known to sit on a NUMA node (as

@@ -147,8 +147,10 @@ func TestLoad(t *testing.T) {
 	w, err = Load(filepath.Join(workloadDir, "controllers.yaml"))
 	require.NoError(t, err)
 	var names []string
-	for _, p := range w.Steps[1].Create.Pods() {
-		names = append(names, p.Namespace+"/"+p.Name)
+	for _, o := range w.Steps[1].Create.Objects {
+		for _, p := range o.Pods() {
+			names = append(names, p.Namespace+"/"+p.Name)
+		}
 	}
 	assert.Equal(t, []string{"kube-system/node-agent-0", "jobs/batch-0", "jobs/batch-1", "jobs/batch-2", "jobs/batch-3"}, names)
 }
