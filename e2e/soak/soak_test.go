@@ -38,7 +38,6 @@ import (
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	"github.com/nri-suite/nri-suite/internal/testenv"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -313,7 +312,7 @@ func (n *node) check(t *testing.T, step int, what string, pods []live) {
 // checkpoint is topology-aware's checkpoint as container id -> cpus/mems;
 // nil while it cannot be read (a writer holds the lock).
 func (n *node) checkpoint() map[string]string {
-	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(n.stateDir, nriplugin.CheckpointFile), nriplugin.CheckpointVersion)
+	cp, err := state.NewCheckpoint[nriplugin.Saved](filepath.Join(n.stateDir, nriplugin.CheckpointFile), nriplugin.CheckpointVersion)
 	if err != nil {
 		return nil
 	}

@@ -30,7 +30,6 @@ import (
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
 const pluginPkg = "./plugins/topology-aware"
@@ -525,9 +524,9 @@ func TestRestartsMoveNothing(t *testing.T) {
 // process would. The plugin may be writing it: a write holds the
 // directory's lock for an fsync, which a loaded machine's disk can stretch
 // past state.LockWait, so a lock held is waited out.
-func loadCheckpoint(t *testing.T, stateDir string) (saved policy.Snapshot, found bool) {
+func loadCheckpoint(t *testing.T, stateDir string) (saved nriplugin.Saved, found bool) {
 	t.Helper()
-	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(stateDir, nriplugin.CheckpointFile), nriplugin.CheckpointVersion)
+	cp, err := state.NewCheckpoint[nriplugin.Saved](filepath.Join(stateDir, nriplugin.CheckpointFile), nriplugin.CheckpointVersion)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		saved, found, err = cp.Load()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/simulate"
 )
@@ -40,6 +41,7 @@ func main() {
 			return nil, fmt.Errorf("--sysfs-root: %w", err)
 		}
 		opts.Topology = topo
+		opts.Classes = classes.NewNode(deps.Log, classes.NodeOptions{RDT: true, BlockDevices: true})
 		return nriplugin.New(deps, opts)
 	}
 	plugin.Main("topology-aware", factory,

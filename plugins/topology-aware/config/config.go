@@ -22,6 +22,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
@@ -113,13 +114,18 @@ type File struct {
 	// StateDir is the checkpoint's directory; it wins over --state-dir,
 	// which a pre-registered plugin cannot be given.
 	StateDir string `yaml:"state-dir"`
+	// BlockIO and RDT define the block I/O and RDT classes in goresctrl's
+	// formats and choose each container's (package classes).
+	BlockIO classes.Section `yaml:"blockio"`
+	RDT     classes.Section `yaml:"rdt"`
 }
 
-// Config is the checked configuration: the policy's, and where the plugin
-// keeps its checkpoint (empty: where --state-dir says).
+// Config is the checked configuration: the policy's, where the plugin
+// keeps its checkpoint (empty: where --state-dir says), and the classes.
 type Config struct {
 	policy.Config
 	StateDir string
+	Classes  classes.Config
 }
 
 // CPUList is a CPU list in kernel syntax. It must be written as a YAML
@@ -176,10 +182,14 @@ func Parse(data []byte, source string) (Config, error) {
 	if err == nil && f.StateDir != "" {
 		err = plugin.CheckPath("state-dir", f.StateDir)
 	}
+	var cls classes.Config
+	if err == nil {
+		cls, err = classes.Parse(f.BlockIO, f.RDT)
+	}
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", source, err)
 	}
-	return Config{Config: cfg, StateDir: f.StateDir}, nil
+	return Config{Config: cfg, StateDir: f.StateDir, Classes: cls}, nil
 }
 
 // Load is Parse followed by the policy's own validation against t.

@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/nri-suite/nri-suite/common/state"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
 // RemoveNodeState implements plugin.NodeStateRemover: the plugin leaves the
@@ -15,7 +14,7 @@ import (
 // nothing writes any more.
 func (p *Plugin) RemoveNodeState() error {
 	p.mu.Lock()
-	checkpoints := []*state.Checkpoint[policy.Snapshot]{p.checkpoint}
+	checkpoints := []*state.Checkpoint[Saved]{p.checkpoint}
 	if p.moved != nil {
 		checkpoints = append(checkpoints, p.moved)
 	}

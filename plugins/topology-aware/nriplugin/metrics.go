@@ -92,8 +92,8 @@ func newMetrics(namespace string) *metrics {
 	}
 }
 
-func (m *metrics) register(reg prometheus.Registerer, usage *usageCollector) error {
-	return plugin.RegisterMetrics(reg, m.grants, m.rejections, m.latency, m.checkpointSaves, m.checkpointTime, m.reapplied, usage)
+func (m *metrics) register(reg prometheus.Registerer, usage *usageCollector, more ...prometheus.Collector) error {
+	return plugin.RegisterMetrics(reg, append([]prometheus.Collector{m.grants, m.rejections, m.latency, m.checkpointSaves, m.checkpointTime, m.reapplied, usage}, more...)...)
 }
 
 func (m *metrics) observe(op string, start time.Time) {

@@ -10,12 +10,21 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
-// CheckpointVersion is the schema version of the checkpoint's payload, a
-// policy.Snapshot. Bump it when policy.Snapshot changes incompatibly.
+// CheckpointVersion is the schema version of the checkpoint's payload,
+// Saved. Bump it when Saved changes incompatibly. Saved's classes came
+// later, optional: a checkpoint written before them loads, with none.
 const CheckpointVersion = 1
+
+// Saved is the checkpoint's payload: the policy's state and the running
+// containers' classes by container id (package classes).
+type Saved struct {
+	policy.Snapshot
+	Classes map[string]classes.Assignment `json:"classes,omitempty"`
+}
 
 // errPersisterClosed fails a Flush after Close.
 var errPersisterClosed = errors.New("the persister is closed")
@@ -65,7 +74,7 @@ const (
 // for seconds after a burst of creations.
 type persister struct {
 	// checkpoint is where the state is saved; the configuration may move it.
-	checkpoint atomic.Pointer[state.Checkpoint[policy.Snapshot]]
+	checkpoint atomic.Pointer[state.Checkpoint[Saved]]
 	// The records in the shared state; nil: sharing disabled.
 	pools      *recordSet[state.PoolRecord]
 	placements *recordSet[state.PlacementRecord]
@@ -73,7 +82,7 @@ type persister struct {
 	// false while there is none yet (before the first Synchronize).
 	collect func() (st persistedState, ok bool)
 	// saved is told of every checkpoint saved, in the writer.
-	saved   func(*state.Checkpoint[policy.Snapshot])
+	saved   func(*state.Checkpoint[Saved])
 	log     *logrus.Entry
 	metrics *metrics
 
@@ -94,8 +103,8 @@ type persister struct {
 // the pool records to publish, by key; the placement records are made from
 // the snapshot outside the plugin's lock.
 type persistedState struct {
-	snapshot policy.Snapshot
-	pools    map[string]state.PoolRecord
+	saved Saved
+	pools map[string]state.PoolRecord
 }
 
 // flushRequest asks the writer to write every change made before it.
@@ -105,10 +114,10 @@ type flushRequest struct {
 
 // newPersister starts the writer; saved (may be nil) is told of every
 // checkpoint saved.
-func newPersister(cp *state.Checkpoint[policy.Snapshot], pools *state.Records[state.PoolRecord], placements *state.Records[state.PlacementRecord],
-	collect func() (persistedState, bool), saved func(*state.Checkpoint[policy.Snapshot]), log *logrus.Entry, m *metrics) *persister {
+func newPersister(cp *state.Checkpoint[Saved], pools *state.Records[state.PoolRecord], placements *state.Records[state.PlacementRecord],
+	collect func() (persistedState, bool), saved func(*state.Checkpoint[Saved]), log *logrus.Entry, m *metrics) *persister {
 	if saved == nil {
-		saved = func(*state.Checkpoint[policy.Snapshot]) {}
+		saved = func(*state.Checkpoint[Saved]) {}
 	}
 	s := &persister{
 		collect: collect, saved: saved, log: log, metrics: m,
@@ -125,7 +134,7 @@ func newPersister(cp *state.Checkpoint[policy.Snapshot], pools *state.Records[st
 }
 
 // UseCheckpoint saves the state in cp from the next write on.
-func (s *persister) UseCheckpoint(cp *state.Checkpoint[policy.Snapshot]) {
+func (s *persister) UseCheckpoint(cp *state.Checkpoint[Saved]) {
 	s.checkpoint.Store(cp)
 	s.Changed()
 }
@@ -220,7 +229,7 @@ func (s *persister) write() error {
 	}
 	start := time.Now()
 	cp := s.checkpoint.Load()
-	err := cp.Save(st.snapshot)
+	err := cp.Save(st.saved)
 	s.metrics.checkpointWrite(time.Since(start), err)
 	if err != nil {
 		s.log.WithError(err).Error("could not save the checkpoint; retrying")
@@ -230,8 +239,8 @@ func (s *persister) write() error {
 	if s.placements == nil {
 		return nil
 	}
-	placements := make(map[string]state.PlacementRecord, len(st.snapshot.Containers))
-	for _, c := range st.snapshot.Containers {
+	placements := make(map[string]state.PlacementRecord, len(st.saved.Containers))
+	for _, c := range st.saved.Containers {
 		placements[c.Placement.ContainerID] = newPlacementRecord(c.Request, c.Placement)
 	}
 	if err := errors.Join(s.pools.sync(st.pools), s.placements.sync(placements)); err != nil {

@@ -27,7 +27,7 @@ type fakeState struct {
 	savedTo   []string // the checkpoints the persister said it saved
 }
 
-func (f *fakeState) saved(cp *state.Checkpoint[policy.Snapshot]) {
+func (f *fakeState) saved(cp *state.Checkpoint[Saved]) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.savedTo = append(f.savedTo, cp.Path())
@@ -50,13 +50,13 @@ func (f *fakeState) collect() (persistedState, bool) {
 	defer f.mu.Unlock()
 	f.collected++
 	return persistedState{
-		snapshot: f.snap,
-		pools:    map[string]state.PoolRecord{state.SharedPoolRecord: {Pool: "shared", CPUs: "8-15", Mems: "0", MemsWithCPULess: "0,2"}},
+		saved: Saved{Snapshot: f.snap},
+		pools: map[string]state.PoolRecord{state.SharedPoolRecord: {Pool: "shared", CPUs: "8-15", Mems: "0", MemsWithCPULess: "0,2"}},
 	}, true
 }
 
 type persisterEnv struct {
-	cp    *state.Checkpoint[policy.Snapshot]
+	cp    *state.Checkpoint[Saved]
 	pools *state.Records[state.PoolRecord]
 	recs  *state.Records[state.PlacementRecord]
 	state *fakeState
@@ -64,7 +64,7 @@ type persisterEnv struct {
 
 func newPersisterEnv(t *testing.T) persisterEnv {
 	t.Helper()
-	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(t.TempDir(), CheckpointFile), CheckpointVersion)
+	cp, err := state.NewCheckpoint[Saved](filepath.Join(t.TempDir(), CheckpointFile), CheckpointVersion)
 	require.NoError(t, err)
 	shared := t.TempDir()
 	pools, err := state.PoolRecords(shared)
@@ -87,7 +87,7 @@ func (e persisterEnv) requireOnDisk(t *testing.T, ids ...string) {
 	saved, found, err := e.cp.Load()
 	require.NoError(t, err)
 	require.True(t, found)
-	assert.Equal(t, e.state.snap, saved, "the checkpoint equals the live state")
+	assert.Equal(t, e.state.snap, saved.Snapshot, "the checkpoint equals the live state")
 	keys, err := e.recs.Keys()
 	require.NoError(t, err)
 	assert.ElementsMatch(t, ids, keys)
@@ -171,7 +171,7 @@ func TestPersisterReportsAndRetriesFailedWrites(t *testing.T) {
 	// A file where the checkpoint's directory should be: every save fails.
 	blocker := filepath.Join(t.TempDir(), "blocker")
 	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
-	cp, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(blocker, CheckpointFile), CheckpointVersion)
+	cp, err := state.NewCheckpoint[Saved](filepath.Join(blocker, CheckpointFile), CheckpointVersion)
 	require.NoError(t, err)
 	env.cp = cp
 	s := env.start(t)

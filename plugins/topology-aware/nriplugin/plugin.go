@@ -29,6 +29,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/config"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
@@ -57,6 +58,10 @@ type Options struct {
 	// device-injector's records in the shared state (InjectedDevices), unless
 	// sharing is disabled.
 	Devices DeviceSource
+	// Classes applies the block I/O and RDT classes on the node; nil: the
+	// plugin touches nothing of the node for them (a simulation, a test),
+	// and RDT counts as unavailable.
+	Classes *classes.Node
 }
 
 // Plugin is the topology-aware NRI plugin.
@@ -67,8 +72,9 @@ type Plugin struct {
 	requests RequestBuilder
 	persist  *persister
 	reapply  *reapplier
+	classes  *classes.Tracker
 	// flagCheckpoint is the checkpoint in --state-dir.
-	flagCheckpoint *state.Checkpoint[policy.Snapshot]
+	flagCheckpoint *state.Checkpoint[Saved]
 
 	mu  sync.Mutex
 	cfg policy.Config
@@ -77,7 +83,7 @@ type Plugin struct {
 	// configuration moved it: the state until checkpoint has one, and
 	// removed once checkpoint holds the state taken from it (see
 	// savedStateLocked and retireMoved).
-	checkpoint, moved *state.Checkpoint[policy.Snapshot]
+	checkpoint, moved *state.Checkpoint[Saved]
 	// pol is nil until the first Synchronize.
 	pol *policy.Policy
 	// pending are containers whose placement changed in an event that could
@@ -122,6 +128,9 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 			}
 		}
 	}
+	if opts.Classes == nil {
+		opts.Classes = classes.NewNode(deps.Log, classes.NodeOptions{})
+	}
 	p := &Plugin{
 		topo:           opts.Topology,
 		log:            deps.Log,
@@ -132,8 +141,12 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		cfg:            cfg.Config,
 		pending:        map[string]bool{},
 		starts:         newStartTracker(),
+		classes:        classes.NewTracker(opts.Classes, deps.MetricsNamespace),
 	}
-	if err := p.metrics.register(deps.Registry, newUsageCollector(deps.MetricsNamespace, p.usage)); err != nil {
+	if err := p.classes.Configure(cfg.Classes); err != nil {
+		return nil, fmt.Errorf("create topology-aware plugin: %w", err)
+	}
+	if err := p.metrics.register(deps.Registry, newUsageCollector(deps.MetricsNamespace, p.usage), p.classes.Collectors()...); err != nil {
 		return nil, fmt.Errorf("create topology-aware plugin: register metrics: %w", err)
 	}
 	p.persist = newPersister(cp, pools, placements, p.collect, p.retireMoved, deps.Log, p.metrics)
@@ -142,18 +155,22 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 }
 
 // newCheckpoint is the checkpoint in dir.
-func newCheckpoint(dir string) (*state.Checkpoint[policy.Snapshot], error) {
-	return state.NewCheckpoint[policy.Snapshot](filepath.Join(dir, CheckpointFile), CheckpointVersion)
+func newCheckpoint(dir string) (*state.Checkpoint[Saved], error) {
+	return state.NewCheckpoint[Saved](filepath.Join(dir, CheckpointFile), CheckpointVersion)
 }
 
 // Configure implements plugin.Configurable. The new configuration takes
 // effect at the next Synchronize, which NRI always sends after it: the
-// policy is rebuilt there from the live state. A state-dir in the
+// policy is rebuilt there from the live state. The classes apply on the
+// node at once, to the containers created from now on. A state-dir in the
 // configuration wins over --state-dir; the state is saved there from now on.
 func (p *Plugin) Configure(data []byte, source string) error {
 	cfg, err := config.Load(data, source, p.topo)
 	if err != nil {
 		return err
+	}
+	if err := p.classes.Configure(cfg.Classes); err != nil {
+		return fmt.Errorf("config %s: %w", source, err)
 	}
 	cp := p.flagCheckpoint
 	if cfg.StateDir != "" {
@@ -195,18 +212,22 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, p.reject(id, err)
 	}
+	cls, err := p.classes.Assign(classes.Container{Name: id.Container, Namespace: id.Namespace, QOS: req.QOS, PodAnnotations: pod.GetAnnotations()})
+	if err != nil {
+		return nil, nil, p.reject(id, &requestError{reason: invalidAnnotationReason, err: err})
+	}
 	start := time.Now()
 	pl, others, err := pol.Allocate(req)
 	p.metrics.observe(opAllocate, start)
 	if err != nil {
 		return nil, nil, p.reject(id, err)
 	}
-	p.granted(id, "placed container", pl, len(others))
 	adjust := &api.ContainerAdjustment{}
 	adjust.SetLinuxCPUSetCPUs(pl.CPUs.String())
 	if !pl.Mems.IsEmpty() {
 		adjust.SetLinuxCPUSetMems(pl.Mems.String())
 	}
+	p.granted(id, "placed container", pl, len(others), p.classes.Set(ctr.GetId(), adjust, cls))
 	updates := p.updatesLocked(others, ctr.GetId())
 	p.starts.created(ctr.GetId()) // after updatesLocked: its own updates are not lost to it
 	return adjust, updates, nil
@@ -235,7 +256,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, p.reject(id, err)
 	}
-	p.granted(id, "resized container", pl, len(others))
+	p.granted(id, "resized container", pl, len(others), nil)
 	// The resize itself applies, or fails the request.
 	return append(p.updatesLocked(others, ctr.GetId()), containerUpdates([]policy.Placement{pl}, mustApply)...), nil
 }
@@ -369,6 +390,7 @@ func (p *Plugin) releaseLocked(pod *api.PodSandbox, ctr *api.Container) []policy
 	p.metrics.observe(opRelease, start)
 	delete(p.pending, ctr.GetId())
 	p.starts.forget(ctr.GetId())
+	p.classes.Forget(ctr.GetId())
 	p.persist.Changed()
 	p.log.WithFields(k8s.IdentityOf(pod, ctr).Fields()).WithFields(logrus.Fields{
 		"pool": pl.Pool, "cpus": pl.CPUs.String(), "mems": pl.Mems.String(), "updated": len(others),
@@ -385,11 +407,12 @@ func (p *Plugin) policyLocked() (*policy.Policy, error) {
 	return p.pol, nil
 }
 
-// granted records and logs a placement made for id.
-func (p *Plugin) granted(id k8s.Identity, what string, pl policy.Placement, updated int) {
+// granted records and logs a placement made for id, with the classes set
+// (classes.Tracker.Set), if any.
+func (p *Plugin) granted(id k8s.Identity, what string, pl policy.Placement, updated int, classFields logrus.Fields) {
 	p.metrics.grants.WithLabelValues(string(pl.Pool)).Inc()
 	p.persist.Changed()
-	entry := p.log.WithFields(id.Fields()).WithFields(placementFields(pl)).WithField("updated", updated)
+	entry := p.log.WithFields(id.Fields()).WithFields(placementFields(pl)).WithFields(classFields).WithField("updated", updated)
 	if pl.Warning != "" {
 		// Allowed by the configuration, but not what the request asks.
 		entry.WithField("warning", pl.Warning).Warn(what)
@@ -530,9 +553,14 @@ func (p *Plugin) collect() (persistedState, bool) {
 		return persistedState{}, false
 	}
 	return persistedState{
-		snapshot: p.pol.Snapshot(),
-		pools:    map[string]state.PoolRecord{state.SharedPoolRecord: newSharedPoolRecord(p.pol)},
+		saved: p.savedLocked(),
+		pools: map[string]state.PoolRecord{state.SharedPoolRecord: newSharedPoolRecord(p.pol)},
 	}, true
+}
+
+// savedLocked is the live state as the checkpoint saves it.
+func (p *Plugin) savedLocked() Saved {
+	return Saved{Snapshot: p.pol.Snapshot(), Classes: p.classes.Saved()}
 }
 
 // usage gives the metrics collector the policy's figures at scrape time.

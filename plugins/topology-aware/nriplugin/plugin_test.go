@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
 // runtimeView is what a runtime would hold: every created container with
@@ -181,7 +180,7 @@ func TestSynchronizeAfterRuntimeRestartMovesNothing(t *testing.T) {
 	saved, found, err := p.checkpoint.Load()
 	require.NoError(t, err)
 	require.True(t, found)
-	assert.Equal(t, p.pol.Snapshot(), saved)
+	assert.Equal(t, p.pol.Snapshot(), saved.Snapshot)
 }
 
 func TestConfigureTakesEffectAtSynchronize(t *testing.T) {
@@ -224,7 +223,7 @@ func TestConfiguredStateDir(t *testing.T) {
 	saved, found, err := next.checkpoint.Load()
 	require.NoError(t, err)
 	require.True(t, found, "saved in the configured directory")
-	assert.Equal(t, want, saved)
+	assert.Equal(t, want, saved.Snapshot)
 	assert.Equal(t, filepath.Join(configDir, CheckpointFile), next.checkpoint.Path())
 	assert.NoFileExists(t, filepath.Join(flagDir, CheckpointFile), "removed where it was")
 
@@ -232,7 +231,7 @@ func TestConfiguredStateDir(t *testing.T) {
 	// plugin's state: it stays.
 	other, err := newCheckpoint(flagDir)
 	require.NoError(t, err)
-	require.NoError(t, other.Save(policy.Snapshot{}))
+	require.NoError(t, other.Save(Saved{}))
 	again := newTestPluginIn(t, fixture, nil, flagDir, t.TempDir())
 	require.NoError(t, again.Configure([]byte(configure), "test.yaml"))
 	synchronize(t, again.Plugin, v)

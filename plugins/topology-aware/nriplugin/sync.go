@@ -73,7 +73,7 @@ func splitReply(updates []*api.ContainerUpdate, maxBytes int) (reply, rest []*ap
 // (saved): left, it would be read, stale, if the configuration moved the
 // checkpoint back. A save in a place the configuration has since left
 // retires nothing.
-func (p *Plugin) retireMoved(saved *state.Checkpoint[policy.Snapshot]) {
+func (p *Plugin) retireMoved(saved *state.Checkpoint[Saved]) {
 	p.mu.Lock()
 	moved := p.moved
 	if saved != p.checkpoint || p.pol == nil {
@@ -111,7 +111,7 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 	running := p.running(pods, ctrs)
 
 	start := time.Now()
-	report := pol.Restore(saved, running)
+	report := pol.Restore(saved.Snapshot, running)
 	p.metrics.observe(opRestore, start)
 	p.pol = pol
 	clear(p.pending)
@@ -119,10 +119,11 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 	for _, pl := range report.Updates {
 		resent[pl.ContainerID] = true
 	}
-	p.starts.resync(func(id string) bool { _, ok := pol.Placement(id); return ok }, notStarted(ctrs),
-		func(id string) bool { return resent[id] })
+	placed := func(id string) bool { _, ok := pol.Placement(id); return ok }
+	p.starts.resync(placed, notStarted(ctrs), func(id string) bool { return resent[id] })
+	p.classes.Restore(saved.Classes, placed)
 	p.persist.Changed()
-	p.logRestore(report, saved, running, source)
+	p.logRestore(report, saved.Snapshot, running, source)
 
 	return containerUpdates(report.Updates, mayFail), nil
 }
@@ -133,9 +134,9 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 // aside by Load; the running containers are then adopted. A checkpoint the
 // configuration moved is found where it was until the new place has one, so
 // that moving it moves no container.
-func (p *Plugin) savedStateLocked() (policy.Snapshot, string) {
+func (p *Plugin) savedStateLocked() (Saved, string) {
 	if p.pol != nil {
-		return p.pol.Snapshot(), "memory"
+		return p.savedLocked(), "memory"
 	}
 	cp := p.checkpoint
 	saved, found, err := cp.Load()
@@ -149,12 +150,12 @@ func (p *Plugin) savedStateLocked() (policy.Snapshot, string) {
 	switch {
 	case errors.Is(err, state.ErrCorrupt):
 		p.log.WithError(err).Error("checkpoint is corrupt; adopting the running containers where they run")
-		return policy.Snapshot{}, "none (corrupt checkpoint)"
+		return Saved{}, "none (corrupt checkpoint)"
 	case err != nil:
 		p.log.WithError(err).Error("could not read the checkpoint; adopting the running containers where they run")
-		return policy.Snapshot{}, "none (unreadable checkpoint)"
+		return Saved{}, "none (unreadable checkpoint)"
 	case !found:
-		return policy.Snapshot{}, "none"
+		return Saved{}, "none"
 	}
 	return saved, "checkpoint " + cp.Path()
 }
