@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"github.com/intel/goresctrl/pkg/blockio"
 	"slices"
 	"testing"
 
@@ -166,9 +167,23 @@ func (rt *Runtime) CreateContainer(c *Container) error {
 }
 
 // adjustLocked applies an adjustment to a spec with NRI's generator, the
-// code containerd's WithContainerAdjustment uses.
+// code containerd's WithContainerAdjustment uses, with its resolvers of
+// classes: an RDT class is the CLOS id, a block I/O class what the
+// runtime's goresctrl configuration says (WithBlockIOConfig).
 func (rt *Runtime) adjustLocked(c *Container, spec *rspec.Spec, adjust *api.ContainerAdjustment) error {
 	gen := nrigen.SpecGenerator(&rgen.Generator{Config: spec},
+		nrigen.WithRdtResolver(func(class string) (*rspec.LinuxIntelRdt, error) {
+			if class == "" {
+				return nil, nil
+			}
+			return &rspec.LinuxIntelRdt{ClosID: class}, nil
+		}),
+		nrigen.WithBlockIOResolver(func(class string) (*rspec.LinuxBlockIO, error) {
+			if class == "" {
+				return nil, nil
+			}
+			return blockio.OciLinuxBlockIO(class)
+		}),
 		nrigen.WithCDIDeviceInjector(func(s *rspec.Spec, devices []string) error {
 			c.cdi = append(c.cdi, devices...)
 			if rt.opts.cdi != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/intel/goresctrl/pkg/blockio"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,9 @@ type options struct {
 	builtin []*builtin.BuiltinPlugin
 	// dropUntilStart: updates of a created container are lost until it runs.
 	dropUntilStart bool
+	// blockIO is goresctrl's block I/O configuration of the runtime (a
+	// containerd's blockio_config_file); nil: none.
+	blockIO []byte
 }
 
 // WithNode sets what the kubelet knows of its node (cgroup driver, memory
@@ -102,6 +106,16 @@ func WithDroppedUpdatesUntilStart() Option {
 	return func(o *options) { o.dropUntilStart = true }
 }
 
+// WithBlockIOConfig gives the runtime a block I/O class configuration in
+// goresctrl's format, as containerd's blockio_config_file does: the runtime
+// resolves a container's block I/O class with it into the spec's
+// linux.resources.blockIO, and fails a creation whose class it lacks, as
+// containerd does (a runtime without one fails every class). goresctrl keeps
+// it per process: one runtime with such a configuration at a time.
+func WithBlockIOConfig(data []byte) Option {
+	return func(o *options) { o.blockIO = data }
+}
+
 // New starts a runtime for the test with a private socket, plugin directory
 // and plugin config directory, and stops it when the test ends. Pre-registered
 // plugins must have registered and synchronized when New returns.
@@ -133,6 +147,10 @@ func New(t testing.TB, opts ...Option) *Runtime {
 			t.Fatalf("installing pre-registered plugin %s-%s: %v", p.Index, p.Name, err)
 		}
 	}
+	if err := blockio.SetConfigFromData(rt.opts.blockIO, false); err != nil {
+		t.Fatalf("the runtime's block I/O configuration: %v", err)
+	}
+	t.Cleanup(func() { _ = blockio.SetConfig(nil, false) })
 	t.Cleanup(rt.stop)
 	rt.start(t)
 	return rt

@@ -11,6 +11,7 @@
 package classes
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -159,7 +160,9 @@ func (s Section) rules(kind Kind, decode func([]byte) ([]string, map[string]bool
 	}
 	names, deny, err := decode(data)
 	if err != nil {
-		return r, fmt.Errorf("%s: config (line %d): expected goresctrl's %s configuration: %w", kind, s.Config.Line, kind, quote.Error(err))
+		// sigs.k8s.io/yaml's wrapping says nothing to whoever wrote the file.
+		msg := strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")
+		return r, fmt.Errorf("%s: config (line %d): expected goresctrl's %s configuration: %s", kind, s.Config.Line, kind, quote.Error(errors.New(msg)))
 	}
 	for _, name := range names {
 		if err := checkClassName(kind, name); err != nil {
