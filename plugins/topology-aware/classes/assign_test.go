@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -139,4 +140,42 @@ func FuzzChoose(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkClassStep is what CreateContainer spends on classes: choosing
+// both classes and setting them in the adjustment, for a container by its
+// QoS class and for one annotated (the suite's container key beating the
+// kubelet's, among a pod's usual annotations).
+func BenchmarkClassStep(b *testing.B) {
+	cfg, err := parse(b, exampleConfig)
+	require.NoError(b, err)
+	tracker := NewTracker(NewNode(testLog(), NodeOptions{}), "bench")
+	require.NoError(b, tracker.Configure(cfg))
+	usual := map[string]string{
+		"kubernetes.io/config.seen": "2026-01-01T00:00:00Z", "kubernetes.io/config.source": "api",
+		"prometheus.io/scrape": "true", "prometheus.io/port": "9090",
+	}
+	annotated := map[string]string{
+		"blockio.nri-suite.io/container.app":                 "fast",
+		"blockio.resources.beta.kubernetes.io/container.app": "throttled",
+		"rdt.nri-suite.io/pod":                               "gold",
+	}
+	for k, v := range usual {
+		annotated[k] = v
+	}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+	}{{"by-qos", usual}, {"annotated", annotated}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctr := Container{Name: "app", Namespace: "default", QOS: k8s.QOSBestEffort, PodAnnotations: tc.annotations}
+			for b.Loop() {
+				a, err := tracker.Assign(ctr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tracker.Set("ctr", &api.ContainerAdjustment{}, a)
+			}
+		})
+	}
 }

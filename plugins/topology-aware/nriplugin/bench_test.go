@@ -87,14 +87,15 @@ func BenchmarkCreateContainer(b *testing.B) {
 			files [][2]string
 		}{{"alternating", [][2]string{exclusive, shared}}, {"shared", [][2]string{shared}}} {
 			b.Run(fmt.Sprintf("live=%d/%s", live, mix.name), func(b *testing.B) {
-				benchmarkCreateContainer(b, live, mix.files)
+				benchmarkCreateContainer(b, newTestPlugin(b, benchFixture, nil), live, mix.files, nil)
 			})
 		}
 	}
 }
 
-func benchmarkCreateContainer(b *testing.B, live int, files [][2]string) {
-	p := newTestPlugin(b, benchFixture, nil)
+// benchmarkCreateContainer creates and stops containers of files in turn,
+// their pods annotated with annotations, on p with live shared containers.
+func benchmarkCreateContainer(b *testing.B, p *testPlugin, live int, files [][2]string, annotations map[string]string) {
 	v := newRuntimeView()
 	synchronize(b, p.Plugin, v)
 	for i := range live {
@@ -113,6 +114,7 @@ func benchmarkCreateContainer(b *testing.B, live int, files [][2]string) {
 	var templates []template
 	for _, f := range files {
 		pod, ctr := nriPod(b, f[0], f[1])
+		pod.Annotations = annotations
 		templates = append(templates, template{pod, ctr, f[0] != "burstable.yaml"})
 	}
 	var took, exclusive, shared []time.Duration
@@ -145,6 +147,40 @@ func benchmarkCreateContainer(b *testing.B, live int, files [][2]string) {
 	}
 	harness.ReportPercentiles(b, "shared-", shared)
 	b.ReportMetric(float64(updates)/float64(len(took)), "updates/op")
+}
+
+// BenchmarkCreateContainerClasses is BenchmarkCreateContainer's alternating
+// mix without live containers, without classes and with both kinds
+// configured (the block I/O and RDT classes by QoS class, and by the
+// suite's and the kubelet's annotations): the difference is what the class
+// step costs the handler.
+func BenchmarkCreateContainerClasses(b *testing.B) {
+	const config = classesConfig + `
+rdt:
+  config:
+    partitions:
+      all:
+        classes: {gold: {}, bronze: {}}
+  qos:
+    Guaranteed: gold
+    Burstable: bronze
+`
+	annotated := map[string]string{
+		"blockio.nri-suite.io/container.web":                 "fast",
+		"blockio.resources.beta.kubernetes.io/container.app": "throttled",
+		"rdt.nri-suite.io/pod":                               "gold",
+	}
+	files := [][2]string{{"guaranteed-2cpu.yaml", "app"}, {"burstable.yaml", "web"}}
+	for _, tc := range []struct {
+		name, config string
+		annotations  map[string]string
+	}{{"none", "", nil}, {"by-qos", config, nil}, {"annotated", config, annotated}} {
+		b.Run("classes="+tc.name, func(b *testing.B) {
+			p := newTestPlugin(b, benchFixture, nil)
+			require.NoError(b, p.Configure([]byte(tc.config), "bench.yaml"))
+			benchmarkCreateContainer(b, p, 0, files, tc.annotations)
+		})
+	}
 }
 
 // BenchmarkSynchronize measures the Synchronize handler with the running
