@@ -106,6 +106,12 @@ func (c *Containerd) Start(ctx context.Context, env RuntimeEnv) error {
 	if err := os.WriteFile(dropIn, []byte(content), 0o644); err != nil {
 		return fmt.Errorf("writing containerd NRI drop-in: %w", err)
 	}
+	if env.BlockIOConfig != "" {
+		blockIO := fmt.Sprintf("[plugins.'io.containerd.service.v1.tasks-service']\n  blockio_config_file = %q\n", env.BlockIOConfig)
+		if err := os.WriteFile(filepath.Join(c.paths.DropInDir, "60-blockio.toml"), []byte(blockIO), 0o644); err != nil {
+			return fmt.Errorf("writing containerd block I/O drop-in: %w", err)
+		}
+	}
 	err = c.launch(ctx, command{
 		name:    "containerd",
 		argv:    []string{env.Cache.Bin("containerd"), "--config", c.paths.Config, "--log-level", "info"},

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	rspec "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/nri-suite/nri-suite/deployments"
 )
 
@@ -175,7 +177,8 @@ func (c *CRI) PodSandboxes(ctx context.Context) ([]PodSandbox, error) {
 // CRI status: the host PID of its init process and its OCI spec.
 type ContainerInfo struct {
 	PID         int
-	CgroupsPath string // linux.cgroupsPath of the OCI spec
+	CgroupsPath string              // linux.cgroupsPath of the OCI spec
+	BlockIO     *rspec.LinuxBlockIO // linux.resources.blockIO of the OCI spec
 	Env         []string
 	Labels      map[string]string
 	Annotations map[string]string
@@ -194,6 +197,9 @@ type crictlInspect struct {
 			} `json:"process"`
 			Linux struct {
 				CgroupsPath string `json:"cgroupsPath"`
+				Resources   struct {
+					BlockIO *rspec.LinuxBlockIO `json:"blockIO"`
+				} `json:"resources"`
 			} `json:"linux"`
 		} `json:"runtimeSpec"`
 	} `json:"info"`
@@ -212,6 +218,7 @@ func (c *CRI) Inspect(ctx context.Context, id string) (*ContainerInfo, error) {
 	return &ContainerInfo{
 		PID:         in.Info.PID,
 		CgroupsPath: in.Info.RuntimeSpec.Linux.CgroupsPath,
+		BlockIO:     in.Info.RuntimeSpec.Linux.Resources.BlockIO,
 		Env:         in.Info.RuntimeSpec.Process.Env,
 		Labels:      in.Status.Labels,
 		Annotations: in.Status.Annotations,

@@ -196,6 +196,10 @@ func (c *CRIO) Start(ctx context.Context, env RuntimeEnv) error {
 		{c.paths.RegistriesConf, registries},
 		{c.paths.Policy, policy},
 	}
+	if env.BlockIOConfig != "" {
+		files = append(files, struct{ path, content string }{filepath.Join(c.paths.DropInDir, "60-blockio.conf"),
+			fmt.Sprintf("[crio.runtime]\nblockio_config_file = %q\n", env.BlockIOConfig)})
+	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, []byte(f.content), 0o644); err != nil {
 			return fmt.Errorf("writing CRI-O configuration: %w", err)

@@ -53,6 +53,8 @@ type RuntimeEnv struct {
 	NRI NRIConfig
 	// CDISpecDirs are the directories the runtime reads CDI specs from.
 	CDISpecDirs []string
+	// BlockIOConfig is the runtime's blockio_config_file; "" for none.
+	BlockIOConfig string
 	// Netns is the network namespace the runtime runs in (a cluster
 	// sandbox's, see Options.Cluster); "" is the sandbox's own.
 	Netns string

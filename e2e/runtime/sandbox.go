@@ -60,6 +60,12 @@ type Options struct {
 	// through Kubeconfig (a forwarded loopback port) and Client. Without
 	// it the kubelet is standalone and every pod is on the host network.
 	Cluster bool
+	// BlockIOConfig is the runtime's block I/O class configuration in
+	// goresctrl's format (containerd's and CRI-O's blockio_config_file),
+	// with which the runtime resolves a container's block I/O class into
+	// its spec; nil: none. Both runtimes read it when they start, and
+	// resolve its device patterns then.
+	BlockIOConfig []byte
 	// Log receives the sandbox's progress; default logrus' standard logger.
 	Log logrus.FieldLogger
 }
@@ -202,6 +208,12 @@ func (s *Sandbox) start(ctx context.Context) error {
 		NRI:         s.nri,
 		CDISpecDirs: cdiDirs,
 		Log:         s.log,
+	}
+	if s.opts.BlockIOConfig != nil {
+		env.BlockIOConfig = filepath.Join(s.dir, "blockio.yaml")
+		if err := os.WriteFile(env.BlockIOConfig, s.opts.BlockIOConfig, 0o644); err != nil {
+			return fmt.Errorf("writing the runtime's block I/O configuration: %w", err)
+		}
 	}
 	if s.opts.Cluster {
 		if err := s.startCluster(ctx); err != nil {
