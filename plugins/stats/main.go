@@ -11,14 +11,16 @@ import (
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/nriplugin"
+	"github.com/nri-suite/nri-suite/plugins/stats/resctrl"
 	"github.com/nri-suite/nri-suite/plugins/stats/server"
 )
 
 func main() {
 	opts := nriplugin.Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", ProcMeminfo: cgstats.DefaultMeminfo,
-		Server: server.Options{Addr: server.DefaultAddr}}
+		ResctrlRoot: resctrl.DefaultRoot, Server: server.Options{Addr: server.DefaultAddr}}
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "where the host's cgroups are mounted (v1 controllers, hybrid or v2)")
+		fs.StringVar(&opts.ResctrlRoot, "resctrl-root", opts.ResctrlRoot, "where the host's resctrl filesystem is mounted, if it is: the containers' cache occupancy and memory bandwidth are read there")
 		fs.StringVar(&opts.Server.Addr, "stats-addr", opts.Server.Addr, "address of /metrics/cadvisor, /metrics/resource, /metrics and /stats/pods, the only endpoints with container metrics; empty disables")
 		fs.StringVar(&opts.Server.TLSCert, "stats-tls-cert", "", "PEM certificate: serve the stats endpoints over TLS")
 		fs.StringVar(&opts.Server.TLSKey, "stats-tls-key", "", "PEM key of --stats-tls-cert")

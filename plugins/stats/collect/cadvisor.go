@@ -171,6 +171,9 @@ func (m *CAdvisor) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	ch <- startTimeDesc
+	for _, f := range resctrlFamilies {
+		ch <- f.desc
+	}
 }
 
 // Collect implements prometheus.Collector: the series WriteText writes, by
@@ -192,6 +195,7 @@ func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
 			if !c.Started.IsZero() {
 				ch <- prometheus.MustNewConstMetric(startTimeDesc, prometheus.GaugeValue, float64(c.Started.UnixNano())/1e9, labels...)
 			}
+			collectResctrl(ch, snap.Time, c.Resctrl, labels)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
+	"github.com/nri-suite/nri-suite/plugins/stats/resctrl"
 )
 
 // Reasons of nri_suite_stats_collection_errors_total.
@@ -29,6 +30,7 @@ const (
 	ReasonRead        = "cgroup_read"     // a cgroup file was unreadable or malformed
 	ReasonPath        = "cgroup_path"     // the runtime's cgroups path could not be resolved
 	ReasonStateRecord = "state_record"    // a shared-state record was broken
+	ReasonResctrl     = "resctrl_read"    // a resctrl monitoring group was unreadable
 )
 
 // Options tune the collection.
@@ -44,6 +46,9 @@ type Options struct {
 	Workers int
 	// SharedDir is the suite's shared state directory; empty: no suite data.
 	SharedDir string
+	// Resctrl reads the containers' resctrl monitoring groups; nil: the
+	// node has no resctrl monitoring.
+	Resctrl *resctrl.Reader
 }
 
 // DefaultOptions: a second of cache, one worker per CPU (at most 4).
@@ -73,6 +78,9 @@ type ContainerStats struct {
 	inventory.Container
 	Cgroup string
 	Sample *cgstats.Sample
+	// Resctrl is what its resctrl monitoring group counts, by cache id;
+	// nil when it has none.
+	Resctrl []resctrl.Domain
 }
 
 // Collector takes snapshots.
@@ -106,7 +114,7 @@ func New(inv *inventory.Inventory, reader *cgstats.Reader, opts Options, namespa
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "collection_errors_total",
-			Help:      "Failures while collecting stats, by reason: cgroup_vanished, cgroup_read, cgroup_path, state_record. The scrape goes on without the failed part.",
+			Help:      "Failures while collecting stats, by reason: cgroup_vanished, cgroup_read, cgroup_path, state_record, resctrl_read. The scrape goes on without the failed part.",
 		}, []string{"reason"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace,
@@ -115,7 +123,7 @@ func New(inv *inventory.Inventory, reader *cgstats.Reader, opts Options, namespa
 			Buckets:   []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
-	for _, r := range []string{ReasonVanished, ReasonRead, ReasonPath, ReasonStateRecord} {
+	for _, r := range []string{ReasonVanished, ReasonRead, ReasonPath, ReasonStateRecord, ReasonResctrl} {
 		c.errors.WithLabelValues(r) // export zeros, so that rates work from the start
 	}
 	if opts.SharedDir != "" {
@@ -250,6 +258,9 @@ func (c *Collector) take() *Snapshot {
 		}
 	}
 	c.run(jobs, prev)
+	if c.opts.Resctrl != nil {
+		c.readResctrl(s)
+	}
 	if c.suite != nil {
 		var errs []error
 		s.Suite, errs = c.suite.read()

@@ -111,6 +111,7 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 			}
 		}
 	}
+	writeResctrlText(bw, snap, stamp)
 	return bw.Flush()
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
 	"github.com/nri-suite/nri-suite/plugins/stats/config"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
+	"github.com/nri-suite/nri-suite/plugins/stats/resctrl"
 	"github.com/nri-suite/nri-suite/plugins/stats/server"
 )
 
@@ -30,6 +31,9 @@ type Options struct {
 	// ProcMeminfo is the host's /proc/meminfo: on v2 the root cgroup's
 	// memory usage (node_memory_working_set_bytes) comes from it.
 	ProcMeminfo string
+	// ResctrlRoot is where the host's resctrl filesystem is mounted: the
+	// containers' monitoring groups are read there, where it has them.
+	ResctrlRoot string
 	// Server is the stats endpoints' listener.
 	Server server.Options
 }
@@ -61,9 +65,13 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := plugin.CheckAbsPath("--resctrl-root", opts.ResctrlRoot); err != nil {
+		return nil, fmt.Errorf("create stats plugin: %w", err)
+	}
 	p := &Plugin{log: deps.Log, inv: inventory.New()}
 	copts := collect.DefaultOptions()
 	copts.SharedDir = deps.SharedDir
+	copts.Resctrl = resctrl.NewReader(opts.ResctrlRoot)
 	if p.collector, err = collect.New(p.inv, reader, copts, deps.MetricsNamespace, deps.Log); err != nil {
 		return nil, err
 	}
@@ -74,8 +82,8 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err := plugin.RegisterMetrics(deps.Registry, operational...); err != nil {
 		return nil, fmt.Errorf("create stats plugin: %w", err)
 	}
-	deps.Log.WithFields(logrus.Fields{"mode": layout.Mode, "root": layout.Root, "unified": layout.Unified, "swap": swap}).
-		Info("reading container stats from the host's cgroups")
+	deps.Log.WithFields(logrus.Fields{"mode": layout.Mode, "root": layout.Root, "unified": layout.Unified, "swap": swap,
+		"resctrl_monitoring": copts.Resctrl != nil}).Info("reading container stats from the host's cgroups")
 	if opts.Server.Addr == "" {
 		deps.Log.Info("--stats-addr is empty: no container metrics are served")
 		return p, nil
