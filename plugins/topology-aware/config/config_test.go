@@ -15,6 +15,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
@@ -264,6 +265,11 @@ func FuzzParse(f *testing.F) {
 		"state-dir: state\n",
 		"reserved-namespaces: [" + strings.Repeat("A", 1<<13) + "]\n",
 		"reserved-memory: {0: " + strings.Repeat("1", 1<<13) + "Qi}\n",
+		"blockio:\n  config:\n    Classes:\n      slow: [{Weight: 10}, {Devices: [/dev/vda], ThrottleReadBps: 1Mi}]\n  qos: {BestEffort: slow}\n  namespaces: {batch: slow}\n",
+		"rdt:\n  config:\n    partitions:\n      p: {l3Allocation: 50%, classes: {gold: {l3Allocation: 60%}, bronze: {kubernetes: {denyPodAnnotation: true}}}}\n  qos: {Guaranteed: gold}\n",
+		"rdt:\n  qos: {Guaranteed: system/default}\n",
+		"blockio:\n  config: {Classes: {a/b: []}}\n",
+		"blockio:\n  qos: {Burstable: none}\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -293,6 +299,15 @@ func FuzzParse(f *testing.F) {
 		if _, err := plugin.OneOf("reserved-namespaces-guaranteed", string(cfg.ReservedGuaranteed), "", policy.ReservedGuaranteedExclusive,
 			policy.ReservedGuaranteedReserved, policy.ReservedGuaranteedAllowFewer); err != nil || cfg.ReservedGuaranteed == "" {
 			t.Fatalf("accepted reserved-namespaces-guaranteed %q", cfg.ReservedGuaranteed)
+		}
+		for _, kind := range classes.Kinds {
+			rules := cfg.Classes.Rules(kind)
+			for _, class := range rules.QOS {
+				assert.True(t, rules.Defined(class), "accepted %s class %q of a QoS class, which is not defined", kind, class)
+			}
+			for ns, class := range rules.Namespaces {
+				assert.True(t, k8s.IsDNSLabel(ns) && rules.Defined(class), "accepted %s class %q of namespace %q", kind, class, ns)
+			}
 		}
 	})
 }
