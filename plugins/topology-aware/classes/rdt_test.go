@@ -23,28 +23,6 @@ const (
 	resctrlMountsEnv = "CLASSES_TEST_RESCTRL_MOUNTS"
 )
 
-// rdtConfig gives two classes of one partition that has the whole cache and
-// memory bandwidth: gold 60% of the L3 (12 of the tree's 20 bits) and all
-// of the bandwidth, bronze 20% of the L3 and 40% of the bandwidth.
-const rdtConfig = `
-rdt:
-  config:
-    partitions:
-      shared:
-        l3Allocation: "100%"
-        mbAllocation: ["100%"]
-        classes:
-          gold:
-            l3Allocation: "60%"
-            mbAllocation: ["100%"]
-          bronze:
-            l3Allocation: "20%"
-            mbAllocation: ["40%"]
-  qos:
-    Guaranteed: gold
-    BestEffort: bronze
-`
-
 // TestRDTOnAResctrlTree applies RDT classes to goresctrl's own test layout
 // of the kernel's resctrl filesystem (test/data/resctrl.full of its module:
 // L3 CAT with a 20-bit mask and MBA on 4 cache ids, L3 monitoring), which
@@ -87,7 +65,9 @@ func testRDTOnAResctrlTree(t *testing.T, tree string) {
 		"listing the tree as the resctrl mount")
 	node := NewNode(testLog(), NodeOptions{RDT: true})
 	require.True(t, node.RDTAvailable(), "goresctrl finds the tree as resctrl: %v", node.rdtErr)
-	cfg, err := parse(t, rdtConfig)
+	// exampleConfig: gold 60% of the partition's whole L3 (12 of the
+	// tree's 20 bits) and all of the memory bandwidth, bronze 20% and 40%.
+	cfg, err := parse(t, exampleConfig)
 	require.NoError(t, err)
 	require.NoError(t, node.Apply(cfg))
 
@@ -124,19 +104,11 @@ func testRDTOnAResctrlTree(t *testing.T, tree string) {
 	// A group of the prefix that still has tasks is not removed: the
 	// configuration that drops its class is refused, naming it.
 	require.NoError(t, os.WriteFile(filepath.Join(tree, ResctrlGroupPrefix+"bronze", "tasks"), []byte("4242\n"), 0o644))
-	goldOnly, err := parse(t, `
-rdt:
-  config:
-    partitions:
-      shared:
-        l3Allocation: "100%"
-        mbAllocation: ["100%"]
-        classes:
-          gold:
-            l3Allocation: "60%"
-            mbAllocation: ["100%"]
-`)
+	bronze := "          bronze:\n            l3Allocation: \"20%\"\n            mbAllocation: [\"40%\"]\n            kubernetes: {denyPodAnnotation: true}\n"
+	require.Contains(t, exampleConfig, bronze)
+	goldOnly, err := parse(t, strings.NewReplacer(bronze, "", "    BestEffort: bronze\n", "").Replace(exampleConfig))
 	require.NoError(t, err)
+	require.Equal(t, []string{"gold", RootRDTClass}, goldOnly.RDT.Names)
 	err = node.Apply(goldOnly)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `refusing to remove non-empty resctrl group "nri-suite.bronze"`)
