@@ -530,6 +530,29 @@ func TestChartNonDefaultValues(t *testing.T) {
 	}
 }
 
+// TestChartClassMounts: the mounts of the block I/O and RDT classes and of
+// the resctrl metrics are there only when asked for, read-write only where
+// topology-aware makes the RDT groups.
+func TestChartClassMounts(t *testing.T) {
+	r, err := render(t, map[string]any{"plugins": map[string]any{
+		"topology-aware": map[string]any{"blockDevices": true, "resctrl": true},
+		"stats":          map[string]any{"resctrl": true},
+	}})
+	require.NoError(t, err)
+	needs := defaultNeeds()
+	topo := needs["topology-aware"]
+	topo.hostPaths["/dev"] = "/dev"
+	topo.hostPaths["/sys/fs/resctrl"] = "/sys/fs/resctrl"
+	topo.writable = append(topo.writable, "/sys/fs/resctrl")
+	checkDaemonSet(t, "topology-aware", r.daemonSets["topology-aware"], topo)
+	stats := needs["stats"]
+	stats.hostPaths["/sys/fs/resctrl"] = "/sys/fs/resctrl"
+	checkDaemonSet(t, "stats", r.daemonSets["stats"], stats)
+	for _, name := range []string{"device-injector", "sidecar-order", "security"} {
+		checkDaemonSet(t, name, r.daemonSets[name], needs[name])
+	}
+}
+
 func TestChartRefusesBadValues(t *testing.T) {
 	tests := []struct {
 		name    string
