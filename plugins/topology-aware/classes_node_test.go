@@ -18,6 +18,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/internal/testenv"
 )
 
 // TestRealNodeBlockIOClasses is issue 17's acceptance for block I/O on a
@@ -181,10 +182,7 @@ func (d loopDevice) number() string { return fmt.Sprintf("%d:%d", d.major, d.min
 func newLoopDevice(t *testing.T) loopDevice {
 	t.Helper()
 	if _, err := exec.LookPath("losetup"); err != nil {
-		if sandbox.InCI() {
-			t.Fatal("losetup (util-linux) is missing")
-		}
-		t.Skip("losetup (util-linux) is missing")
+		testenv.Unavailable(t, "losetup (util-linux) is missing")
 	}
 	backing := filepath.Join(t.TempDir(), "disk")
 	require.NoError(t, os.WriteFile(backing, make([]byte, 16<<20), 0o600))

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/internal/testenv"
 )
 
 // The child of TestRDTOnAResctrlTree finds its tree and mount table here.
@@ -35,12 +36,7 @@ func TestRDTOnAResctrlTree(t *testing.T) {
 		testRDTOnAResctrlTree(t, tree)
 		return
 	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the resctrl tree test needs root (a mount namespace)")
-		}
-		t.Skip("the resctrl tree test needs root (a mount namespace)")
-	}
+	testenv.RequireRoot(t, "for a mount namespace whose /proc/mounts lists the tree")
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/intel/goresctrl").Output()
 	require.NoError(t, err, "locating goresctrl's module")
 	dir := t.TempDir()
