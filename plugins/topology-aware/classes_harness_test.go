@@ -146,7 +146,8 @@ func TestClassesByQOSNamespaceAndAnnotations(t *testing.T) {
 	} {
 		assert.Contains(t, metrics, want)
 	}
-	assert.NotContains(t, metrics, `kind="rdt",class=`, "no container in an RDT class")
+	assert.NotRegexp(t, `class_containers\{class="[^"]*",kind="rdt"\}`, metrics, "no container in an RDT class")
+	assert.Regexp(t, `class_containers\{class="[^"]*",kind="blockio"\}`, metrics, "the pattern matches the series it rules out")
 	assert.Equal(t, 1, strings.Count(n.plugin.Log(), "RDT is unavailable on this node"), "one log line says RDT is missing")
 }
 
