@@ -6,6 +6,11 @@ GO          ?= go
 export NRI_SUITE_CACHE ?= /var/cache/nri-suite
 FUZZTIME    ?= 10000x
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The binaries' --version and nri_suite_build_info come from the VCS stamp Go
+# puts in them (common/version): on, whatever GOFLAGS says. A tree without
+# git, or one git refuses to read, builds with BUILDVCS=false (version unknown).
+BUILDVCS    ?= auto
+GOBUILD      = $(GO) build -trimpath -buildvcs=$(BUILDVCS)
 
 # Every plugins/<name> is a binary bin/nri-<name>; the test-only plugin comes along for e2e.
 PLUGINS     := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
@@ -22,13 +27,13 @@ all: build
 build: $(BINARIES) $(HELPERS)
 
 bin/nri-sidecar-helper: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./plugins/sidecar-order/cmd/sidecar-helper
+	CGO_ENABLED=0 $(GOBUILD) -ldflags '-s -w' -o $@ ./plugins/sidecar-order/cmd/sidecar-helper
 
 bin/nri-e2e-test: FORCE
-	$(GO) build -trimpath -o $@ ./e2e/testplugin
+	$(GOBUILD) -o $@ ./e2e/testplugin
 
 bin/nri-%: FORCE
-	$(GO) build -trimpath -o $@ ./plugins/$*
+	$(GOBUILD) -o $@ ./plugins/$*
 
 # Everything: lint, unit and harness tests with the race detector, the real-node
 # tests on containerd and CRI-O, and a short run of every fuzz target. The
@@ -85,7 +90,7 @@ report: bin/nri-sandbox
 	bin/nri-sandbox report --kubeconfig $(KUBECONFIG_LINK) --pod $(POD)
 
 bin/nri-sandbox: FORCE
-	$(GO) build -o $@ ./e2e/runtime/cmd/nri-sandbox
+	$(GOBUILD) -o $@ ./e2e/runtime/cmd/nri-sandbox
 
 # Pre-registered install for nodes that run the plugins without Kubernetes
 # (docs/install.md): NN-name binaries into the runtime's plugin dir, their
@@ -107,7 +112,7 @@ uninstall:
 IMAGE_REGISTRY ?= ghcr.io/nri-suite
 IMAGE_TAG      ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' deployments/helm/nri-suite/Chart.yaml)
 IMAGES_OUT     ?= _out/images
-STATIC_BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -buildid='
+STATIC_BUILD    = CGO_ENABLED=0 $(GOBUILD) -ldflags '-s -w -buildid='
 
 images:
 	rm -rf $(IMAGES_OUT)/bin && mkdir -p $(IMAGES_OUT)/bin

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/nri-suite/nri-suite/common/version"
 )
 
 // Option changes what Main does before the flags are parsed.
@@ -49,14 +51,14 @@ func Main(plugin string, factory Factory, opts ...Option) {
 	if len(os.Args) > 1 && os.Args[1] == "uninstall" {
 		code = uninstall(ctx, os.Args[2:], os.Stdout)
 	} else {
-		code = runMain(ctx, plugin, factory, os.Args[1:], logOutput(os.Stderr, PreRegisteredLogDir), opts...)
+		code = runMain(ctx, plugin, factory, os.Args[1:], os.Stdout, logOutput(os.Stderr, PreRegisteredLogDir), opts...)
 	}
 	stop()
 	os.Exit(code)
 }
 
 // runMain is Main without the process: it returns the exit code.
-func runMain(ctx context.Context, plugin string, factory Factory, args []string, stderr io.Writer, opts ...Option) int {
+func runMain(ctx context.Context, plugin string, factory Factory, args []string, stdout, stderr io.Writer, opts ...Option) int {
 	var o mainOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -70,11 +72,16 @@ func runMain(ctx context.Context, plugin string, factory Factory, args []string,
 	for _, add := range o.flags {
 		add(fs)
 	}
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.Line("nri-"+plugin))
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "nri-%s: unexpected arguments %q: expected flags only\n", plugin, fs.Args())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/version"
 )
 
 func TestRunMain(t *testing.T) {
@@ -57,11 +60,21 @@ func TestRunMain(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			args := append([]string{"--shared-dir=" + t.TempDir()}, tc.args...)
-			code := runMain(ctx, "test-plugin", factory, args, &stderr, WithIdx("50"))
+			code := runMain(ctx, "test-plugin", factory, args, io.Discard, &stderr, WithIdx("50"))
 			assert.Equal(t, tc.wantCode, code, "stderr: %s", stderr.String())
 			assert.Contains(t, stderr.String(), tc.wantErr)
 		})
 	}
+}
+
+// --version prints the binary's name and build, and starts nothing (the
+// factory is never called).
+func TestRunMainVersion(t *testing.T) {
+	factory := func(Deps) (any, error) { return nil, errors.New("the factory ran") }
+	var stdout, stderr strings.Builder
+	code := runMain(context.Background(), "my-plugin", factory, []string{"--version"}, &stdout, &stderr)
+	assert.Equal(t, 0, code, stderr.String())
+	assert.Equal(t, version.Line("nri-my-plugin")+"\n", stdout.String())
 }
 
 func TestRunMainPluginFlagsAndDefaults(t *testing.T) {
@@ -83,7 +96,7 @@ func TestRunMainPluginFlagsAndDefaults(t *testing.T) {
 	cancel()
 
 	var stderr syncBuffer
-	code := runMain(ctx, "my-plugin", factory, []string{"--socket=/nonexistent/nri.sock", "--greeting=hello", "--shared-dir=" + t.TempDir()}, &stderr, opts...)
+	code := runMain(ctx, "my-plugin", factory, []string{"--socket=/nonexistent/nri.sock", "--greeting=hello", "--shared-dir=" + t.TempDir()}, io.Discard, &stderr, opts...)
 	require.Equal(t, 0, code, stderr.String())
 	assert.Equal(t, "hello", greeting, "plugin flags are parsed before the factory runs")
 	assert.Equal(t, "my-plugin", got.Name, "--name defaults to the plugin kind")
@@ -92,7 +105,7 @@ func TestRunMainPluginFlagsAndDefaults(t *testing.T) {
 
 	greeting = ""
 	stderr = syncBuffer{}
-	code = runMain(ctx, "my-plugin", factory, []string{"--name=renamed", "--shared-dir=" + t.TempDir()}, &stderr, opts...)
+	code = runMain(ctx, "my-plugin", factory, []string{"--name=renamed", "--shared-dir=" + t.TempDir()}, io.Discard, &stderr, opts...)
 	assert.Equal(t, 1, code)
 	assert.True(t, strings.HasPrefix(stderr.String(), "nri-my-plugin: create plugin renamed: "), stderr.String())
 	assert.Contains(t, stderr.String(), errEmptyGreeting.Error())

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/nri-suite/nri-suite/common/version"
 )
 
 // Request outcomes, the values of the outcome label.
@@ -58,11 +60,24 @@ func newRegistry(namespace string) (*prometheus.Registry, *runnerMetrics) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
+		BuildInfo(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.panics, m.requests, m.duration, m.connected, m.reconnects,
 	)
 	return reg, m
+}
+
+// BuildInfo is nri_suite_build_info: 1, labelled with what the binary was
+// built from (common/version), under the same name in every plugin so that
+// one query finds the versions running on every node.
+func BuildInfo() prometheus.Collector {
+	v := version.Get()
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "nri_suite_build_info",
+		Help:        "1, labelled with the version, VCS revision and Go version the plugin was built from.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.Revision, "goversion": v.GoVersion},
+	}, func() float64 { return 1 })
 }
 
 // RegisterMetrics registers a plugin's collectors on reg (usually

@@ -1,11 +1,16 @@
 package plugin
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/common/version"
 )
 
 // RegisterMetrics registers every collector it can and names each failure.
@@ -29,4 +34,17 @@ func TestRegisterMetrics(t *testing.T) {
 	}
 	assert.Equal(t, []string{"nri_suite_test_a_total", "nri_suite_test_b_total", "nri_suite_test_c_total"}, names,
 		"the collector between two taken names is registered all the same")
+}
+
+// Every plugin's registry has nri_suite_build_info, unprefixed, labelled
+// with common/version's answer.
+func TestBuildInfo(t *testing.T) {
+	reg, _ := newRegistry("nri_suite_test")
+	v := version.Get()
+	want := fmt.Sprintf(`
+# HELP nri_suite_build_info 1, labelled with the version, VCS revision and Go version the plugin was built from.
+# TYPE nri_suite_build_info gauge
+nri_suite_build_info{goversion=%q,revision=%q,version=%q} 1
+`, v.GoVersion, v.Revision, v.Version)
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "nri_suite_build_info"))
 }

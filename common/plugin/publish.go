@@ -3,7 +3,6 @@ package plugin
 import (
 	"fmt"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/common/version"
 )
 
 // statusPublisher keeps the plugin's state.PluginStatus record in the node's shared
@@ -49,7 +49,7 @@ func newStatusPublisher(dir, name, idx string, log *logrus.Entry) (*statusPublis
 	}
 	return &statusPublisher{
 		records: records,
-		base:    state.PluginStatus{Name: name, Index: index, PID: os.Getpid(), Started: started, Version: buildVersion()},
+		base:    state.PluginStatus{Name: name, Index: index, PID: os.Getpid(), Started: started, Version: version.Get().Version},
 		log:     log,
 	}, nil
 }
@@ -151,12 +151,4 @@ func startTicks(stat string) (uint64, error) {
 		return 0, fmt.Errorf("starttime %q: expected clock ticks since boot", fields[starttime])
 	}
 	return ticks, nil
-}
-
-// buildVersion is the main module's version as the Go toolchain stamped it.
-func buildVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
-	}
-	return "unknown"
 }

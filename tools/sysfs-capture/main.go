@@ -25,13 +25,19 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/topology/description"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
+	"github.com/nri-suite/nri-suite/common/version"
 )
 
 func main() {
 	src := flag.String("sysfs", sysfs.DefaultRoot, "sysfs root to capture")
 	out := flag.String("out", "", "fixture directory to write (created if absent)")
 	describe := flag.Bool("describe", false, "print the captured topology as a YAML description")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.Line("sysfs-capture"))
+		return
+	}
 	if err := run(*src, *out, *describe); err != nil {
 		fmt.Fprintln(os.Stderr, "sysfs-capture:", err)
 		os.Exit(1)

@@ -12,9 +12,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/nri-suite/nri-suite/common/version"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println(version.Line("nri-suite-copy"))
+		return
+	}
 	if len(os.Args) < 3 {
 		fmt.Fprintln(os.Stderr, "usage: nri-suite-copy SRC... DIR")
 		os.Exit(2)

@@ -30,6 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nri-suite/nri-suite/common/state"
+	"github.com/nri-suite/nri-suite/common/version"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 	"github.com/nri-suite/nri-suite/e2e/runtime/suite"
 )
@@ -43,6 +44,7 @@ type options struct {
 	kubeconfigLink string
 	kubectlScript  string
 	once           bool
+	version        bool
 	waitTimeout    time.Duration
 	logLevel       string
 }
@@ -85,6 +87,10 @@ func dispatch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if opts.version {
+		_, err := fmt.Fprintln(os.Stdout, version.Line("nri-sandbox"))
+		return err
+	}
 	return run(ctx, opts, os.Stdout)
 }
 
@@ -102,6 +108,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.BoolVar(&opts.once, "once", false, "exit after the report instead of serving until interrupted")
 	fs.DurationVar(&opts.waitTimeout, "wait", 5*time.Minute, "how long to wait for the host lock, the cluster, the suite and the workload")
 	fs.StringVar(&opts.logLevel, "log-level", "info", "log level of the sandbox (stderr)")
+	fs.BoolVar(&opts.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}

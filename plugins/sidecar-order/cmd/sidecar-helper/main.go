@@ -9,9 +9,19 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
+	"github.com/nri-suite/nri-suite/common/version"
 	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper"
 )
 
-func main() { os.Exit(helper.Main(os.Args[1:])) }
+func main() {
+	// Only as the whole command line: the helper's own flags come before a
+	// container's command, which may take a --version of its own.
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println(version.Line("nri-sidecar-helper"))
+		return
+	}
+	os.Exit(helper.Main(os.Args[1:]))
+}

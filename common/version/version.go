@@ -1,0 +1,65 @@
+// Package version is the one source of a binary's version: what the Go
+// toolchain stamped into it at build time (the main module's version, the
+// VCS revision, the Go version), printed by every binary's --version and
+// served by every plugin as nri_suite_build_info. Nothing is set by linker
+// flags, so that `go build` and `make` give the same answer.
+package version
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+)
+
+// Info is what one binary was built from.
+type Info struct {
+	// Version is the main module's version: a release tag, or the
+	// pseudo-version Go derives from the checkout (+dirty when it had
+	// changes), or "(devel)" for a build without VCS information.
+	Version string
+	// Revision is the VCS commit, with "-dirty" when the checkout had
+	// changes; "unknown" when the build recorded none.
+	Revision string
+	// GoVersion is the toolchain that built it (go1.26.0).
+	GoVersion string
+}
+
+// Unknown stands for what the build did not record.
+const Unknown = "unknown"
+
+// Get returns the running binary's Info.
+var Get = sync.OnceValue(func() Info {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return Info{Version: Unknown, Revision: Unknown, GoVersion: Unknown}
+	}
+	return fromBuildInfo(info)
+})
+
+func fromBuildInfo(info *debug.BuildInfo) Info {
+	v := Info{Version: info.Main.Version, Revision: Unknown, GoVersion: info.GoVersion}
+	if v.Version == "" {
+		v.Version = Unknown
+	}
+	var modified bool
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified && v.Revision != Unknown {
+		v.Revision += "-dirty"
+	}
+	return v
+}
+
+// String is the line --version prints after the binary's name.
+func (i Info) String() string {
+	return fmt.Sprintf("%s (revision %s, %s)", i.Version, i.Revision, i.GoVersion)
+}
+
+// Line is what `name --version` prints.
+func Line(name string) string { return name + " " + Get().String() }
