@@ -141,8 +141,10 @@ func sandboxImages(c Cache, extra []Image) ([]Image, error) {
 var sandboxBinaries = []string{"kubelet", "crictl"}
 
 // clusterBinaries are what Options.Cluster adds: the control plane,
-// kube-proxy, kubectl and helm for the tests, and the CNI plugins.
-var clusterBinaries = append([]string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubectl", "helm"}, cniPlugins...)
+// kube-proxy, kubectl and helm for the tests, metrics-server, and the CNI
+// plugins.
+var clusterBinaries = append([]string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubectl", "helm",
+	"metrics-server"}, cniPlugins...)
 
 // ErrNotRoot and ErrCacheIncomplete say why a sandbox cannot run here.
 var (

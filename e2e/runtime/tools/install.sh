@@ -2,7 +2,7 @@
 # install.sh builds the pinned runtime binaries and the local images that the
 # real-node e2e tests of nri-suite run, into a cache outside the repository.
 #
-#   e2e/runtime/tools/install.sh [all|containerd|runc|crictl|kube|cni|helm|crio|crane|images]...
+#   e2e/runtime/tools/install.sh [all|containerd|runc|crictl|kube|cni|helm|metrics-server|crio|crane|images]...
 #
 # Layout (CACHE is $NRI_SUITE_CACHE, default /var/cache/nri-suite):
 #   CACHE/<part>-<version>/        the binaries of one part at one version; valid
@@ -14,6 +14,7 @@
 #                                  (one multi-call binary, kube/; its directory is
 #                                  kube-<version>-<hash of kube/>)
 #                                  bridge host-local loopback portmap (CNI) helm
+#                                  metrics-server
 #                                  crio pinns crane (conmon -> /usr/bin/conmon)
 #   CACHE/images/busybox.tar       OCI image archives, named by their index annotations
 #   CACHE/images/pause.tar         localhost/nri-suite/{busybox,pause}:latest
@@ -29,7 +30,7 @@ TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$TOOLS_DIR/../../.." && pwd)
 CACHE=${NRI_SUITE_CACHE:-/var/cache/nri-suite}
 MARKER=.complete
-PARTS=(containerd runc crictl kube cni helm crio crane images)
+PARTS=(containerd runc crictl kube cni helm metrics-server crio crane images)
 
 # shellcheck disable=SC1091 # versions.env sits beside this script
 source "$TOOLS_DIR/versions.env"
@@ -188,6 +189,15 @@ build_helm() {
 	CGO_ENABLED=0 GOBIN=$out go install -ldflags "-s -w -X $mod/internal/version.version=$version" "$mod/cmd/helm@$version"
 }
 
+build_metrics_server() {
+	local out=$1 version=$2 mod=sigs.k8s.io/metrics-server
+	# The stamps its Makefile sets (client-go's version package), from the
+	# module's publication time instead of git.
+	local pkg=k8s.io/client-go/pkg/version
+	CGO_ENABLED=0 GOBIN=$out go install -ldflags "-s -w -X $pkg.gitVersion=$version -X $pkg.gitTreeState=clean \
+		-X $pkg.buildDate=$(module_time "$mod@$version")" "$mod/cmd/metrics-server@$version"
+}
+
 build_crio() {
 	local out=$1 version=$2 mod=github.com/cri-o/cri-o src
 	# The proxy refuses to list CRI-O's versions, so go install cannot build
@@ -343,6 +353,7 @@ part_crictl() { require_go; build_part crictl "$CRICTL_VERSION" build_crictl cri
 part_kube() { require_go; build_part kube "$(kube_key)" build_kube "${KUBE_COMMANDS[@]}"; }
 part_cni() { require_go; build_part cni "$CNI_PLUGINS_VERSION" build_cni bridge host-local loopback portmap; }
 part_helm() { require_go; build_part helm "$HELM_VERSION" build_helm helm; }
+part_metrics_server() { require_go; build_part metrics-server "$METRICS_SERVER_VERSION" build_metrics_server metrics-server; }
 part_crio() {
 	require_go
 	require_apt crio gcc libc6-dev libseccomp-dev pkg-config jq
@@ -380,7 +391,7 @@ main() {
 
 	local start=$SECONDS
 	for part in "${targets[@]}"; do
-		"part_$part"
+		"part_${part//-/_}"
 	done
 	log "done in $((SECONDS - start))s; $CACHE/bin:$(find "$CACHE/bin" -mindepth 1 -maxdepth 1 -printf ' %f' 2>/dev/null | tr ' ' '\n' | sort | tr '\n' ' ')"
 }

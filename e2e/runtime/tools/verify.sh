@@ -26,12 +26,13 @@ check_versions() {
 		[conmon]="conmon --version" [etcd]="etcd --version" [kube-apiserver]="kube-apiserver --version"
 		[kube-controller-manager]="kube-controller-manager --version" [kube-scheduler]="kube-scheduler --version"
 		[kube-proxy]="kube-proxy --version"
-		[kubectl]="kubectl version --client" [helm]="helm version --short" [bridge]="bridge --version"
+		[kubectl]="kubectl version --client" [helm]="helm version --short" [metrics-server]="metrics-server --version"
+		[bridge]="bridge --version"
 		[host-local]="host-local --version" [loopback]="loopback --version" [portmap]="portmap --version"
 	)
 	local name out
 	for name in containerd containerd-shim-runc-v2 ctr runc crictl kubelet kube-proxy etcd kube-apiserver \
-		kube-controller-manager kube-scheduler kubectl helm bridge host-local loopback portmap crio crane conmon; do
+		kube-controller-manager kube-scheduler kubectl helm metrics-server bridge host-local loopback portmap crio crane conmon; do
 		[[ -x $BIN/$name ]] || die "$BIN/$name is missing: run install.sh"
 		# shellcheck disable=SC2086 # the command line is split on purpose
 		out=$("$BIN"/${want[$name]} 2>&1) || die "$name: '${want[$name]}' failed: $out"
