@@ -88,6 +88,16 @@ type Deps struct {
 	// Updater requests updates of running containers outside of an NRI request; within
 	// a handler, return the updates instead (the runtime is locked while it waits).
 	Updater Updater
+	// NotReady keeps the plugin not ready, whatever its connection, for why (a file
+	// it cannot load, a port it cannot bind): /readyz and the published status say
+	// so. NotReady("") releases it.
+	NotReady func(why string)
+	// NodeName is the node the plugin runs on (--node-name, else $NODE_NAME), for
+	// what it asks the API server about this node; empty when unknown.
+	NodeName string
+	// Kubeconfig reaches the API server (--kubeconfig); empty: the pod's service
+	// account.
+	Kubeconfig string
 }
 
 // Updater requests unsolicited container updates from the runtime.
@@ -140,6 +150,7 @@ func New(s Settings, factory Factory) (*Runner, error) {
 		return nil, err
 	}
 	r.log = logger.WithField("plugin", r.settings.Name)
+	routeKlog(r.log)
 
 	namespace := MetricsNamespace(r.settings.Plugin)
 	r.registry, r.metrics = newRegistry(namespace)
@@ -152,6 +163,9 @@ func New(s Settings, factory Factory) (*Runner, error) {
 		MetricsNamespace: namespace,
 		SharedDir:        r.settings.SharedDir,
 		Updater:          &r.conn,
+		NotReady:         r.status.hold,
+		NodeName:         r.settings.NodeName,
+		Kubeconfig:       r.settings.Kubeconfig,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create plugin %s: %w", r.settings.Name, err)
@@ -336,7 +350,7 @@ func (r *Runner) serveNRI(ctx context.Context) error {
 		}
 		r.conn.set(nil)
 		r.metrics.connected.Set(0)
-		wasReady, reason := r.status.get()
+		wasReady, reason := r.status.connection()
 		if r.preRegistered {
 			r.status.disconnected("connection to the runtime closed")
 			r.log.Info("connection to the runtime closed; a pre-registered plugin is relaunched by the runtime, exiting")

@@ -583,6 +583,33 @@ func TestRunnerPublishesItsStatusToSharedState(t *testing.T) {
 	assert.False(t, found, "a clean stop withdraws the record")
 }
 
+// A plugin that holds itself not ready (Deps.NotReady) is not ready while
+// connected (/readyz saying why, the published record not ready) until it
+// releases.
+func TestRunnerNotReadyHeldByThePlugin(t *testing.T) {
+	socket := filepath.Join(shortTempDir(t), "nri.sock")
+	settings := testSettings(socket, io.Discard)
+	statuses, err := state.PluginStatuses(settings.SharedDir)
+	require.NoError(t, err)
+	startRuntime(t, socket, nil, nil)
+	p, factory := newRecorder()
+	r, _ := startRunner(t, settings, factory)
+	waitReadyz(t, r, 200, "ready")
+
+	p.deps.NotReady("loading --stats-tls-cert /x: no such file")
+	waitReadyz(t, r, 503, "not ready: loading --stats-tls-cert /x: no such file")
+	st, _, err := statuses.Read("50-test-plugin")
+	require.NoError(t, err)
+	assert.True(t, st.Connected)
+	assert.False(t, st.Ready, "the published record is not ready either")
+
+	p.deps.NotReady("")
+	waitReadyz(t, r, 200, "ready")
+	st, _, err = statuses.Read("50-test-plugin")
+	require.NoError(t, err)
+	assert.True(t, st.Ready)
+}
+
 // legacyAware handles creation and validation but, like security, subscribes to
 // validation only on runtimes whose NRI has it.
 type legacyAware struct {

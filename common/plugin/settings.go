@@ -41,6 +41,12 @@ type Settings struct {
 	// cluster (--daemonset): stopped while it is being deleted, the plugin removes its
 	// node state (see NodeStateRemover); empty, it never asks.
 	DaemonSet string
+	// NodeName is the node's name, for the API server (--node-name; default
+	// $NODE_NAME, which the chart sets from spec.nodeName).
+	NodeName string
+	// Kubeconfig is a kubeconfig file for the API server (--kubeconfig); empty
+	// means the pod's service account.
+	Kubeconfig string
 	// LogOutput receives the logs; nil means stderr.
 	LogOutput io.Writer
 }
@@ -54,6 +60,7 @@ func DefaultSettings(plugin string) Settings {
 		LogLevel:   "info",
 		LogFormat:  "text",
 		SharedDir:  state.DefaultDir,
+		NodeName:   os.Getenv("NODE_NAME"),
 	}
 }
 
@@ -67,6 +74,8 @@ func (s *Settings) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.LogFormat, "log-format", s.LogFormat, "log format: text or json")
 	fs.StringVar(&s.HTTPAddr, "http-addr", s.HTTPAddr, "address of /metrics, /healthz and /readyz; empty disables")
 	fs.StringVar(&s.SharedDir, "shared-dir", s.SharedDir, "node-local state shared between the suite's plugins; empty disables")
+	fs.StringVar(&s.NodeName, "node-name", s.NodeName, "the node's name, for the API server (default $NODE_NAME)")
+	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig of the API server; empty: the pod's service account")
 	fs.StringVar(&s.DaemonSet, "daemonset", s.DaemonSet, "namespace/name of the DaemonSet running the plugin: stopped while it is deleted (uninstall), the plugin removes its node state; empty never asks")
 }
 
@@ -119,7 +128,7 @@ func (s *Settings) validate(preRegistered bool) error {
 
 // checkPaths checks the path flags that are set (empty disables them).
 func (s *Settings) checkPaths() error {
-	for _, f := range []struct{ flag, value string }{{"--config", s.ConfigFile}, {"--shared-dir", s.SharedDir}} {
+	for _, f := range []struct{ flag, value string }{{"--config", s.ConfigFile}, {"--shared-dir", s.SharedDir}, {"--kubeconfig", s.Kubeconfig}} {
 		if f.value == "" {
 			continue
 		}

@@ -15,7 +15,10 @@ type status struct {
 	reason    string
 	runtime   string    // name and version of the runtime last registered with
 	lastSync  time.Time // when the last Synchronize succeeded
-	observe   func(statusSnapshot)
+	// held is why the plugin itself says it cannot serve (Deps.NotReady);
+	// it keeps a connected plugin not ready.
+	held    string
+	observe func(statusSnapshot)
 }
 
 // statusSnapshot is a copy of the status at one moment.
@@ -43,6 +46,17 @@ func (s *status) notReady(reason string) {
 	s.change(func() { s.ready, s.reason = false, reason })
 }
 
+// hold records why the plugin cannot serve, whatever its connection; ""
+// releases it.
+func (s *status) hold(why string) {
+	s.mu.Lock()
+	same := s.held == why
+	s.mu.Unlock()
+	if !same {
+		s.change(func() { s.held = why })
+	}
+}
+
 // disconnected records that there is no connection to the runtime, and why.
 func (s *status) disconnected(reason string) {
 	s.change(func() { s.connected, s.ready, s.reason = false, false, reason })
@@ -65,12 +79,31 @@ func (s *status) lastRuntime() string {
 	return s.runtime
 }
 
+// get is whether the plugin is ready, and why not: what it holds
+// first, then its connection.
 func (s *status) get() (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ready, reason := s.readyLocked()
+	return ready, reason
+}
+
+// connection is whether the plugin is registered and synchronized, and why
+// not, whatever it holds.
+func (s *status) connection() (bool, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ready, s.reason
 }
 
+func (s *status) readyLocked() (bool, string) {
+	if s.held != "" {
+		return false, s.held
+	}
+	return s.ready, s.reason
+}
+
 func (s *status) snapshotLocked() statusSnapshot {
-	return statusSnapshot{Connected: s.connected, Ready: s.ready, Reason: s.reason, Runtime: s.runtime, LastSync: s.lastSync}
+	ready, reason := s.readyLocked()
+	return statusSnapshot{Connected: s.connected, Ready: ready, Reason: reason, Runtime: s.runtime, LastSync: s.lastSync}
 }
