@@ -1,15 +1,20 @@
 package main_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
@@ -18,6 +23,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/e2e/runtime/pki"
 	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
 )
@@ -252,4 +258,43 @@ func containerFamilies(families map[string]*dto.MetricFamily) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// A TLS file that is missing or broken leaves the plugin not ready, its
+// /readyz naming the file, until the file is fixed: then the stats
+// listener serves HTTPS without a restart.
+func TestTLSFilesHoldTheStatsListener(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	n := startHarness(t, "--stats-tls-cert", certFile, "--stats-tls-key", keyFile)
+	readyz := func() (int, string) { return n.fetch(t, runnerServing, "/readyz", "") }
+	waitReadyz := func(code int, want string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			got, body := readyz()
+			return got == code && strings.Contains(body, want)
+		}, 30*time.Second, 50*time.Millisecond, "want /readyz %d %q", code, want)
+	}
+	waitReadyz(http.StatusServiceUnavailable, "not ready: stats endpoints: loading --stats-tls-cert: reading "+certFile)
+	assert.Contains(t, n.plugin.Log(), "cannot serve the stats endpoints")
+
+	require.NoError(t, os.WriteFile(certFile, []byte("not a certificate\n"), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, []byte("not a key\n"), 0o600))
+	waitReadyz(http.StatusServiceUnavailable, "loading --stats-tls-cert "+certFile+" and --stats-tls-key "+keyFile+": tls: failed to find any PEM data")
+
+	ca, err := pki.NewCA("test CA")
+	require.NoError(t, err)
+	certPEM, keyPEM, err := ca.Issue(pki.Leaf{CommonName: "nri-stats", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: pki.Server})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyFile, keyPEM, 0o600))
+	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
+	waitReadyz(http.StatusOK, "ready")
+
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(ca.CertPEM()))
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get("https://" + sandbox.LoggedAddr(n.plugin.Log(), statsListening) + "/metrics/resource")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }

@@ -8,6 +8,7 @@ package main
 import (
 	"flag"
 
+	"github.com/nri-suite/nri-suite/common/endpointauth"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/nriplugin"
@@ -17,15 +18,14 @@ import (
 
 func main() {
 	opts := nriplugin.Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", ProcMeminfo: cgstats.DefaultMeminfo,
-		ResctrlRoot: resctrl.DefaultRoot, Server: server.Options{Addr: server.DefaultAddr}}
+		ResctrlRoot: resctrl.DefaultRoot,
+		Server:      server.Options{Addr: server.DefaultAddr, Auth: endpointauth.Options{Listener: server.Listener}, CAdvisor: true}}
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "where the host's cgroups are mounted (v1 controllers, hybrid or v2)")
 		fs.StringVar(&opts.ResctrlRoot, "resctrl-root", opts.ResctrlRoot, "where the host's resctrl filesystem is mounted, if it is: the containers' cache occupancy and memory bandwidth are read there")
 		fs.StringVar(&opts.Server.Addr, "stats-addr", opts.Server.Addr, "address of /metrics/cadvisor, /metrics/resource, /metrics and /stats/pods, the only endpoints with container metrics; empty disables")
-		fs.StringVar(&opts.Server.TLSCert, "stats-tls-cert", "", "PEM certificate: serve the stats endpoints over TLS")
-		fs.StringVar(&opts.Server.TLSKey, "stats-tls-key", "", "PEM key of --stats-tls-cert")
-		fs.StringVar(&opts.Server.ClientCA, "stats-client-ca", "", "PEM CA bundle: require client certificates it signed (needs TLS)")
-		fs.StringVar(&opts.Server.TokenFile, "stats-token-file", "", "file holding a bearer token every request must carry (off loopback: needs TLS)")
+		fs.BoolVar(&opts.Server.CAdvisor, "stats-cadvisor", opts.Server.CAdvisor, "serve /metrics/cadvisor; false leaves the cAdvisor-named series to the kubelet's")
+		opts.Server.Auth.AddFlags(fs)
 	}
 	factory := func(deps plugin.Deps) (any, error) { return nriplugin.New(deps, opts) }
 	plugin.Main("stats", factory,

@@ -6,11 +6,13 @@ package nriplugin
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-suite/nri-suite/common/endpointauth"
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
@@ -43,13 +45,16 @@ type Plugin struct {
 	log       *logrus.Entry
 	inv       *inventory.Inventory
 	collector *collect.Collector
-	server    *server.Server
+	listener  *listener
 }
 
 // New detects the cgroup layout, registers the operational metrics on the
 // runner's registry and starts the stats endpoints, which serve the rest.
 func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err := plugin.CheckAbsPath("--cgroup-root", opts.CgroupRoot); err != nil {
+		return nil, fmt.Errorf("create stats plugin: %w", err)
+	}
+	if err := opts.Server.Check(); err != nil {
 		return nil, fmt.Errorf("create stats plugin: %w", err)
 	}
 	layout, err := cgstats.Detect(opts.CgroupRoot)
@@ -77,8 +82,10 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	}
 	// The runner's listener has no authentication: it gets the series that
 	// name no pod, namespace or container, and only those. The others are
-	// served by the stats listener alone, behind its TLS and token.
-	operational := append([]prometheus.Collector{collect.NewSuiteNode(p.collector, deps.MetricsNamespace)}, p.collector.Metrics()...)
+	// served by the stats listener alone, behind its TLS and authentication.
+	denied := endpointauth.NewMetrics(deps.MetricsNamespace)
+	operational := slices.Concat([]prometheus.Collector{collect.NewSuiteNode(p.collector, deps.MetricsNamespace)},
+		p.collector.Metrics(), denied.Collectors())
 	if err := plugin.RegisterMetrics(deps.Registry, operational...); err != nil {
 		return nil, fmt.Errorf("create stats plugin: %w", err)
 	}
@@ -92,13 +99,14 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err := plugin.RegisterMetrics(suiteReg, append(operational, collect.NewSuiteContainers(p.collector, deps.MetricsNamespace))...); err != nil {
 		return nil, fmt.Errorf("create stats plugin: suite endpoint: %w", err)
 	}
-	p.server, err = server.Start(opts.Server, server.Endpoints{
+	endpoints := server.Endpoints{
 		CAdvisor: collect.NewCAdvisor(p.collector), Resource: registryOf(collect.NewResource(p.collector)), Suite: suiteReg,
 		Pods: func() any { return collect.NewReport(p.collector.Snapshot()) },
-	}, deps.Log)
-	if err != nil {
-		return nil, err
 	}
+	cluster := endpointauth.Cluster{Kubeconfig: deps.Kubeconfig, NodeName: deps.NodeName}
+	p.listener = serve(func() (*server.Server, error) {
+		return server.Start(opts.Server, cluster, endpoints, denied, deps.Log)
+	}, deps.NotReady, deps.Log)
 	return p, nil
 }
 
@@ -169,8 +177,8 @@ func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.
 // Close stops the stats endpoints and the background reading.
 func (p *Plugin) Close() error {
 	p.collector.Close()
-	if p.server == nil {
+	if p.listener == nil {
 		return nil
 	}
-	return p.server.Close()
+	return p.listener.Close()
 }
