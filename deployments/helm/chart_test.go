@@ -52,6 +52,7 @@ type rendered struct {
 	serviceAccounts map[string]*corev1.ServiceAccount // by object name
 	roles           map[string]*rbacv1.Role
 	roleBindings    map[string]*rbacv1.RoleBinding
+	clusterBindings map[string]*rbacv1.ClusterRoleBinding
 	jobs            map[string]*batchv1.Job
 	text            string // the documents, in file and then document order
 }
@@ -95,7 +96,7 @@ func renderFor(t *testing.T, version string, values map[string]any) (*rendered, 
 	})
 	r := &rendered{daemonSets: map[string]*appsv1.DaemonSet{}, configMaps: map[string]*corev1.ConfigMap{},
 		serviceAccounts: map[string]*corev1.ServiceAccount{}, roles: map[string]*rbacv1.Role{},
-		roleBindings: map[string]*rbacv1.RoleBinding{}, jobs: map[string]*batchv1.Job{}}
+		roleBindings: map[string]*rbacv1.RoleBinding{}, clusterBindings: map[string]*rbacv1.ClusterRoleBinding{}, jobs: map[string]*batchv1.Job{}}
 	var text strings.Builder
 	for _, name := range names {
 		if !strings.HasSuffix(name, ".yaml") {
@@ -168,6 +169,8 @@ func (r *rendered) decode(doc string) error {
 		return decodeNamed(doc, r.roles)
 	case "rbac.authorization.k8s.io/v1, Kind=RoleBinding":
 		return decodeNamed(doc, r.roleBindings)
+	case "rbac.authorization.k8s.io/v1, Kind=ClusterRoleBinding":
+		return decodeNamed(doc, r.clusterBindings)
 	case "batch/v1, Kind=Job":
 		return decodeNamed(doc, r.jobs)
 	default:
@@ -195,8 +198,12 @@ func decodeNamed[T any, PT interface {
 type pluginNeeds struct {
 	hostPaths  map[string]string // mount path -> host path
 	writable   []string          // mount paths it writes
-	hostNS     bool
+	hostNS     bool              // the node's PID and network namespaces
+	hostNet    bool              // the node's network namespace only
 	extraPorts []int32
+	// configFiles are the volumes of other sources than the host (the
+	// ConfigMap, a Secret) by mount path.
+	configFiles []string
 }
 
 func defaultNeeds() map[string]pluginNeeds {
@@ -214,7 +221,8 @@ func defaultNeeds() map[string]pluginNeeds {
 			writable: append(slices.Clone(writable), "/opt/nri-suite/bin")}, // it removes the helper when uninstalled
 		"topology-aware": {hostPaths: common(map[string]string{"/host/sys": "/sys"}), writable: writable},
 		"security":       {hostPaths: common(nil), writable: writable, hostNS: true},
-		"stats":          {hostPaths: common(map[string]string{"/host/sys/fs/cgroup": "/sys/fs/cgroup"}), writable: writable, extraPorts: []int32{9191}},
+		"stats": {hostPaths: common(map[string]string{"/host/sys/fs/cgroup": "/sys/fs/cgroup"}), writable: writable, extraPorts: []int32{9191},
+			configFiles: []string{"/etc/nri-suite/client-ca"}},
 	}
 }
 
@@ -275,7 +283,8 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 	assert.True(t, *spec.AutomountServiceAccountToken, "a token, to read its own DaemonSet when it stops (TestChartUninstall)")
 	assert.Equal(t, ds.Name, spec.ServiceAccountName, "its own service account")
 	assert.Equal(t, needs.hostNS, spec.HostPID, "hostPID")
-	assert.Equal(t, needs.hostNS, spec.HostNetwork, "hostNetwork")
+	hostNet := needs.hostNS || needs.hostNet
+	assert.Equal(t, hostNet, spec.HostNetwork, "hostNetwork")
 	require.NotNil(t, spec.SecurityContext.SeccompProfile)
 	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, spec.SecurityContext.SeccompProfile.Type)
 
@@ -309,7 +318,7 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 	}
 	require.NotZero(t, port, "a port named http")
 	host := "0.0.0.0"
-	if needs.hostNS {
+	if hostNet {
 		host = "127.0.0.1" // the node's loopback: probed there, not exposed
 	}
 	assert.Contains(t, c.Args, fmt.Sprintf("--http-addr=%s:%d", host, port))
@@ -318,7 +327,7 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 		require.NotNil(t, probe.HTTPGet, path)
 		assert.Equal(t, path, probe.HTTPGet.Path)
 		assert.Equal(t, "http", probe.HTTPGet.Port.String())
-		if needs.hostNS {
+		if hostNet {
 			assert.Equal(t, "127.0.0.1", probe.HTTPGet.Host, "%s: the kubelet probes the node's loopback", path)
 		} else {
 			assert.Empty(t, probe.HTTPGet.Host, "%s: the pod's IP", path)
@@ -343,17 +352,24 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 		volumes[v.Name] = v
 	}
 	got := map[string]string{}
+	configFiles := []string{}
 	for _, m := range c.VolumeMounts {
 		v, ok := volumes[m.Name]
 		require.True(t, ok, "mount %s has a volume", m.Name)
 		if v.HostPath == nil {
 			assert.True(t, m.ReadOnly, "mount %s is read-only", m.MountPath)
+			if m.MountPath != "/etc/nri-suite" {
+				configFiles = append(configFiles, m.MountPath)
+			}
 			continue
 		}
 		got[m.MountPath] = v.HostPath.Path
 		assert.Equal(t, !slices.Contains(needs.writable, m.MountPath), m.ReadOnly, "mount %s read-only unless written", m.MountPath)
 	}
 	assert.Equal(t, needs.hostPaths, got, "host paths mounted")
+	assert.ElementsMatch(t, needs.configFiles, configFiles, "other volumes mounted")
+	assert.Contains(t, c.Env, corev1.EnvVar{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+		"--node-name's default")
 	// The kubelet mounts the termination log file: not into a read-only mount.
 	logPath := c.TerminationMessagePath
 	if logPath == "" {

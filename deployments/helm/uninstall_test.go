@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
@@ -65,22 +66,35 @@ func TestChartUninstall(t *testing.T) {
 	assert.Len(t, r.serviceAccounts, 5, "four plugins' and the hook's")
 }
 
-// uninstall.removeNodeState false: no hook, no service account, no token,
-// and the plugins never ask.
+// uninstall.removeNodeState false: no hook, no Role to read a DaemonSet,
+// and the plugins never ask; only stats, which reviews the requests to its
+// endpoints (auth webhook), keeps a service account, with that one binding.
 func TestChartUninstallKeepsNodeState(t *testing.T) {
 	r, err := render(t, map[string]any{"uninstall": map[string]any{"removeNodeState": false}})
 	require.NoError(t, err)
 	assert.Empty(t, r.jobs)
-	assert.Empty(t, r.serviceAccounts)
 	assert.Empty(t, r.roles)
 	assert.Empty(t, r.roleBindings)
+	assert.Equal(t, []string{"nri-suite-stats"}, slices.Sorted(maps.Keys(r.serviceAccounts)))
+	assert.Equal(t, []string{"nri-suite-stats:auth-delegator"}, slices.Sorted(maps.Keys(r.clusterBindings)))
 	for name, ds := range r.daemonSets {
 		spec := ds.Spec.Template.Spec
 		require.NotNil(t, spec.AutomountServiceAccountToken)
-		assert.False(t, *spec.AutomountServiceAccountToken, "%s: no API access, no token", name)
-		assert.Empty(t, spec.ServiceAccountName)
 		for _, arg := range spec.Containers[0].Args {
 			assert.NotContains(t, arg, "--daemonset", name)
 		}
+		if name == "stats" {
+			assert.True(t, *spec.AutomountServiceAccountToken, "stats: a token for its reviews")
+			assert.Equal(t, "nri-suite-stats", spec.ServiceAccountName)
+			continue
+		}
+		assert.False(t, *spec.AutomountServiceAccountToken, "%s: no API access, no token", name)
+		assert.Empty(t, spec.ServiceAccountName)
 	}
+
+	r, err = render(t, map[string]any{"uninstall": map[string]any{"removeNodeState": false},
+		"plugins": map[string]any{"stats": map[string]any{"auth": "none"}}})
+	require.NoError(t, err)
+	assert.Empty(t, r.serviceAccounts, "no plugin uses the API")
+	assert.Empty(t, r.clusterBindings)
 }

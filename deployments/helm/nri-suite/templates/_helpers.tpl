@@ -27,6 +27,24 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- if eq .name "security" }}true{{ end -}}
 {{- end -}}
 
+{{/* The node's network namespace: security's, and stats' when asked (hostNetwork). */}}
+{{- define "nri-suite.hostNetwork" -}}
+{{- if or (include "nri-suite.hostNamespaces" .) (and (eq .name "stats") (index .root.Values.plugins .name).hostNetwork) }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether stats reviews its requests with the API server (TokenReview, SubjectAccessReview). */}}
+{{- define "nri-suite.reviewsRequests" -}}
+{{- if and (eq .name "stats") (eq (index .root.Values.plugins .name).auth "webhook") }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether a plugin talks to the API server, and so has a service account
+with a token (rbac.yaml), each use with its own least privilege: to see its
+DaemonSet deleted at uninstall (uninstall.removeNodeState), or to review the
+requests to its endpoints (stats' auth webhook). */}}
+{{- define "nri-suite.usesAPI" -}}
+{{- if or .root.Values.uninstall.removeNodeState (include "nri-suite.reviewsRequests" .) }}true{{ end -}}
+{{- end -}}
+
 {{/* Every container: root (the NRI socket is root's) with no capability,
 no privilege escalation and a read-only root filesystem. */}}
 {{- define "nri-suite.containerSecurity" -}}
