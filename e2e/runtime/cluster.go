@@ -33,7 +33,8 @@ var (
 	clusterNodeAddr = net.IPNet{IP: net.IPv4(198, 18, 0, 2), Mask: net.CIDRMask(24, 32)}
 	clusterPodCIDR  = "198.18.64.0/24"
 	// The first address of the service range is the API server's Service.
-	clusterServiceCIDR = "198.18.128.0/24"
+	clusterServiceNet  = net.IPNet{IP: net.IPv4(198, 18, 128, 0), Mask: net.CIDRMask(24, 32)}
+	clusterServiceCIDR = clusterServiceNet.String()
 	clusterServiceIP   = net.IPv4(198, 18, 128, 1)
 )
 
@@ -71,7 +72,8 @@ func (s *Sandbox) startCluster(ctx context.Context) error {
 	c := &cluster{podNamespaces: map[string]string{}}
 	s.cluster = c
 	var err error
-	if c.ns, err = netns.Create(clusterNetnsName(s.dir), netns.Config{Interface: "node0", Address: &clusterNodeAddr}); err != nil {
+	if c.ns, err = netns.Create(clusterNetnsName(s.dir), netns.Config{Interface: "node0", Address: &clusterNodeAddr,
+		Routes: []*net.IPNet{&clusterServiceNet}}); err != nil {
 		return err
 	}
 	c.files, err = pki.Generate(filepath.Join(s.dir, "pki"), pki.Spec{
@@ -201,6 +203,26 @@ func (s *Sandbox) Kubeconfig() string {
 		return ""
 	}
 	return s.cluster.kubeconfig
+}
+
+// NodeIP is the node's address in the cluster's network namespace (its
+// InternalIP, where metrics-server finds the node); nil without
+// Options.Cluster.
+func (s *Sandbox) NodeIP() net.IP {
+	if s.cluster == nil {
+		return nil
+	}
+	return clusterNodeAddr.IP
+}
+
+// PKI is the cluster's certificates and keys: its CA (pki.LoadCA issues
+// more), the service-account signing key, the admin's credentials; nil
+// without Options.Cluster.
+func (s *Sandbox) PKI() *pki.Files {
+	if s.cluster == nil {
+		return nil
+	}
+	return s.cluster.files
 }
 
 // Client is a client of the cluster's API server as its admin; nil without

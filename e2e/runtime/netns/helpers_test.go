@@ -45,7 +45,9 @@ func uniqueName(t *testing.T, infix string) string {
 
 var nodeAddr = &net.IPNet{IP: net.IPv4(198, 18, 0, 2), Mask: net.CIDRMask(24, 32)}
 
-func testConfig() Config { return Config{Interface: "node0", Address: nodeAddr} }
+func testConfig() Config {
+	return Config{Interface: "node0", Address: nodeAddr, Routes: []*net.IPNet{{IP: net.IPv4(198, 18, 128, 0), Mask: net.CIDRMask(24, 32)}}}
+}
 
 // newNamespace creates a namespace named name for t; cleanup closes it and
 // checks that it is gone.

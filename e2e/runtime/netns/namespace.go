@@ -30,6 +30,12 @@ type Config struct {
 	Interface string
 	// Address is the node IP with its prefix length, e.g. 198.18.0.2/24.
 	Address *net.IPNet
+	// Routes go out of Interface: the cluster's Service range, so that a
+	// process on the node's network (a host-network pod, as a node's
+	// agents are) reaches a Service's address, which kube-proxy translates
+	// on the way out; without a route the kernel refuses to send before
+	// kube-proxy's rules see the packet.
+	Routes []*net.IPNet
 }
 
 // Namespace is a named network namespace; Close deletes it.
@@ -48,8 +54,8 @@ var nodeSysctls = map[string]string{
 }
 
 // Create makes the network namespace name (which must start with Prefix)
-// with lo up, cfg's interface and address up, no default route, and
-// nodeSysctls set. On failure nothing of it is left.
+// with lo up, cfg's interface and address up, cfg's routes and no default
+// route, and nodeSysctls set. On failure nothing of it is left.
 //
 // The node's interface is one end of a veth pair whose other end is inside
 // too, without an address: what is sent on it ends there. A dummy interface
@@ -90,6 +96,11 @@ func (n *Namespace) setUp(cfg Config) error {
 		{"link", "set", cfg.Interface, "up"},
 	} {
 		if err := ip(append([]string{"-n", n.name}, args...)...); err != nil {
+			return err
+		}
+	}
+	for _, route := range cfg.Routes {
+		if err := ip("-n", n.name, "route", "add", route.String(), "dev", cfg.Interface); err != nil {
 			return err
 		}
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A new namespace has lo and the node's interface and address up, no
-// default route (so nothing outside is reachable), and ip_forward on inside
-// only.
+// A new namespace has lo and the node's interface and address up, its
+// routes (the Service range) on that interface, no default route (so
+// nothing outside is reachable), and ip_forward on inside only.
 func TestCreate(t *testing.T) {
 	requireRoot(t)
 	t.Parallel()
@@ -32,6 +32,7 @@ func TestCreate(t *testing.T) {
 	assert.Contains(t, ipOut(t, "-n", ns.Name(), "link", "show", "node0-peer"), "node0-peer@node0:")
 	assert.NotContains(t, ipOut(t, "-n", ns.Name(), "-o", "addr", "show", "dev", "node0-peer"), "inet ")
 
+	assert.Contains(t, ipOut(t, "-n", ns.Name(), "route", "show", "198.18.128.0/24"), "198.18.128.0/24 dev node0")
 	assert.Empty(t, ipOut(t, "-n", ns.Name(), "route", "show", "default"))
 	assert.Empty(t, ipOut(t, "-n", ns.Name(), "-6", "route", "show", "default"))
 	// A route lookup only: no packet is sent.
@@ -88,7 +89,7 @@ func TestCreateRefuses(t *testing.T) {
 			wantErr: "address 198.18.0.0/24 is the network's own address",
 		},
 	} {
-		if tc.cfg == (Config{}) {
+		if tc.cfg.Interface == "" && tc.cfg.Address == nil {
 			tc.cfg = testConfig()
 		}
 		_, err := Create(tc.name, tc.cfg)

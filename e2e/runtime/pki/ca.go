@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
 	"time"
 )
 
@@ -81,6 +82,37 @@ func NewCA(commonName string) (*CA, error) {
 		return nil, fmt.Errorf("CA %q: %w", commonName, err)
 	}
 	return &CA{cert: cert, key: key, certPEM: encodeCert(der), keyPEM: keyPEM}, nil
+}
+
+// LoadCA reads a CA that NewCA made (its certificate and PKCS #8 key, as
+// Generate writes them), to issue more certificates with it.
+func LoadCA(certFile, keyFile string) (*CA, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading CA: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading CA: %w", err)
+	}
+	certBlock, _ := pem.Decode(certPEM)
+	keyBlock, _ := pem.Decode(keyPEM)
+	if certBlock == nil || keyBlock == nil {
+		return nil, fmt.Errorf("loading CA %s, %s: no PEM block", certFile, keyFile)
+	}
+	cert, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("loading CA %s: %w", certFile, err)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("loading CA key %s: %w", keyFile, err)
+	}
+	ecKey, ok := key.(*ecdsa.PrivateKey)
+	if !ok || !ecKey.PublicKey.Equal(cert.PublicKey) {
+		return nil, fmt.Errorf("loading CA %s: %s is not its ECDSA key", certFile, keyFile)
+	}
+	return &CA{cert: cert, key: ecKey, certPEM: certPEM, keyPEM: keyPEM}, nil
 }
 
 // CertPEM returns the CA's certificate, PEM-encoded.

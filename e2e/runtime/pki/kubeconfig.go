@@ -15,12 +15,22 @@ const kubeconfigName = "default"
 // verifies the server and the client's certificate and key (all PEM), so
 // that it stands alone wherever it is copied.
 func WriteKubeconfig(path, serverURL string, ca, cert, key []byte) error {
+	return writeKubeconfig(path, serverURL, ca, &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key})
+}
+
+// WriteTokenKubeconfig is WriteKubeconfig for a client that authenticates
+// with a bearer token, such as a service account's.
+func WriteTokenKubeconfig(path, serverURL string, ca []byte, token string) error {
+	return writeKubeconfig(path, serverURL, ca, &clientcmdapi.AuthInfo{Token: token})
+}
+
+func writeKubeconfig(path, serverURL string, ca []byte, user *clientcmdapi.AuthInfo) error {
 	if err := checkServerURL(serverURL); err != nil {
 		return fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	config := clientcmdapi.NewConfig()
 	config.Clusters[kubeconfigName] = &clientcmdapi.Cluster{Server: serverURL, CertificateAuthorityData: ca}
-	config.AuthInfos[kubeconfigName] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	config.AuthInfos[kubeconfigName] = user
 	config.Contexts[kubeconfigName] = &clientcmdapi.Context{Cluster: kubeconfigName, AuthInfo: kubeconfigName}
 	config.CurrentContext = kubeconfigName
 	data, err := clientcmd.Write(*config)

@@ -448,3 +448,21 @@ func TestWriteKubeconfigRefusesPlainHTTP(t *testing.T) {
 	assert.ErrorContains(t, err, path)
 	assert.NoFileExists(t, path)
 }
+
+// LoadCA gives back the CA Generate wrote, which then issues certificates
+// that verify against it; it refuses a key of another certificate.
+func TestLoadCA(t *testing.T) {
+	_, files := generate(t)
+	ca, err := LoadCA(files.CACert, files.CAKey)
+	require.NoError(t, err)
+	certPEM, _, err := ca.Issue(Leaf{CommonName: "nri-stats", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: Server})
+	require.NoError(t, err)
+	_, err = parseCert(t, certPEM).Verify(x509.VerifyOptions{Roots: poolOf(t, readFile(t, files.CACert)),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	assert.NoError(t, err)
+
+	_, err = LoadCA(files.CACert, files.FrontProxyCAKey)
+	assert.ErrorContains(t, err, "is not its ECDSA key")
+	_, err = LoadCA(files.CACert, filepath.Join(t.TempDir(), "missing.key"))
+	assert.ErrorContains(t, err, "missing.key")
+}
