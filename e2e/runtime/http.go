@@ -38,6 +38,17 @@ func (s *Sandbox) NodeGet(ctx context.Context, url string) ([]byte, error) {
 	return HTTPGet(ctx, url)
 }
 
+// NodeClient is an HTTP client that reaches what listens on the node (in a
+// cluster, inside its network namespace) with tlsConfig, for a test that
+// chooses its own credentials; NodeGet's is the admin's.
+func (s *Sandbox) NodeClient(tlsConfig *tls.Config) *http.Client {
+	transport := &http.Transport{TLSClientConfig: tlsConfig}
+	if s.cluster != nil {
+		transport.DialContext = s.cluster.ns.Dial
+	}
+	return &http.Client{Transport: transport, Timeout: httpTimeout}
+}
+
 // KubeletGet is HTTPGet of path (such as "/pods" or "/metrics/probes") on
 // the kubelet's HTTPS port (KubeletAddr); a cluster's kubelet is asked in
 // its network namespace, as the cluster's admin.

@@ -92,6 +92,8 @@ var clusterScenarios = []clusterScenario{
 	{"bad config", true, badConfig},
 	{"API server restart", true, apiServerRestart},
 	{"plugin crash under load", false, pluginCrash},
+	// Last: metrics-server keeps running (and scraping) until the end.
+	{"metrics-server and scrapes", true, metricsServer},
 }
 
 // bothTags runs `make images` into dir twice, with the chart's tag and

@@ -137,10 +137,16 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		assert.NoError(t, err, "the privileged agent mounts: %s", out)
 	})
 	t.Run("stats", func(t *testing.T) {
-		statsAddr := pluginHost(ctx, t, sb, "stats") + ":" + statsPort
+		// In a cluster the chart's listener is the kubelet's kind: HTTPS,
+		// and the admin's client certificate (of the cluster's CA) is
+		// authorized on nodes/metrics.
+		statsURL := "http://" + pluginHost(ctx, t, sb, "stats") + ":" + statsPort
+		if sb.Client() != nil {
+			statsURL = "https://" + pluginHost(ctx, t, sb, "stats") + ":" + statsPort
+		}
 		want := fmt.Sprintf(`pod=%q`, sb.PodName("web"))
 		err := poll(ctx, func() error {
-			body, err := get(ctx, sb, "http://"+statsAddr+"/metrics/cadvisor")
+			body, err := get(ctx, sb, statsURL+"/metrics/cadvisor")
 			if err != nil {
 				return err
 			}
@@ -155,7 +161,7 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		assert.NoError(t, err)
 
 		// The other plugins' readiness, from their status records.
-		body, err := get(ctx, sb, "http://"+statsAddr+"/metrics")
+		body, err := get(ctx, sb, statsURL+"/metrics")
 		require.NoError(t, err)
 		for name, info := range plugins {
 			assert.Contains(t, body, fmt.Sprintf(`nri_suite_stats_plugin_ready{index=%q,plugin=%q} 1`, info.idx, name))

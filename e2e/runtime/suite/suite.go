@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,11 +24,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/e2e/runtime/pki"
 )
 
 // Release is the Helm release, and the namespace, the suite is installed as.
@@ -35,6 +38,16 @@ const Release = "nri-suite"
 
 // ChartDir is the chart's directory in the repository.
 const ChartDir = "deployments/helm/nri-suite"
+
+// StatsTLSSecret is the stats listener's serving certificate (the chart's
+// plugins.stats.tlsSecret), which Install issues with the cluster's CA for
+// the node's address and loopback, so that metrics-server and the tests
+// verify it as they verify the kubelet's.
+const StatsTLSSecret = "nri-stats-tls"
+
+// StatsPort is the stats listener's port (the chart's statsPort), on the
+// node's address: metrics-server's --kubelet-port.
+const StatsPort = 9191
 
 // BuildImages runs `make images` of the repository at repoRoot into dir,
 // with makeVars (such as IMAGE_TAG=...), and returns the archives it wrote.
@@ -96,6 +109,9 @@ func values(p paths, plugins []string) map[string]any {
 					"20-sidecar-order": []string{p.helperDir + "/nri-sidecar-helper", "/run/nri-suite/sidecar-order/*"},
 				}},
 			}}},
+			// On the node's address, as metrics-server looks for a kubelet,
+			// with a certificate of the cluster's CA.
+			"stats": map[string]any{"hostNetwork": true, "tlsSecret": StatsTLSSecret},
 		},
 	}
 	// The sandbox's node has 2 CPUs: the plugins request none, so that a
@@ -141,6 +157,9 @@ func Install(ctx context.Context, sb *sandbox.Sandbox, chartDir string) ([]appsv
 	if err != nil {
 		return nil, fmt.Errorf("encoding the chart values: %w", err)
 	}
+	if err := createStatsTLSSecret(ctx, sb); err != nil {
+		return nil, err
+	}
 	valuesFile := filepath.Join(sb.Dir(), "values.yaml")
 	if err := os.WriteFile(valuesFile, data, 0o644); err != nil {
 		return nil, fmt.Errorf("writing the chart values: %w", err)
@@ -149,6 +168,31 @@ func Install(ctx context.Context, sb *sandbox.Sandbox, chartDir string) ([]appsv
 		return nil, fmt.Errorf("installing the chart %s: %w", chartDir, err)
 	}
 	return waitDaemonSets(ctx, sb.Client(), Release)
+}
+
+// createStatsTLSSecret creates the release's namespace and StatsTLSSecret
+// in it, unless they are there (a reinstall keeps them).
+func createStatsTLSSecret(ctx context.Context, sb *sandbox.Sandbox) error {
+	client := sb.Client()
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Release}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", Release, err)
+	}
+	ca, err := pki.LoadCA(sb.PKI().CACert, sb.PKI().CAKey)
+	if err != nil {
+		return fmt.Errorf("issuing the stats listener's certificate: %w", err)
+	}
+	certPEM, keyPEM, err := ca.Issue(pki.Leaf{CommonName: "nri-stats", DNSNames: []string{sb.NodeName()},
+		IPs: []net.IP{sb.NodeIP(), net.IPv4(127, 0, 0, 1)}, Usage: pki.Server})
+	if err != nil {
+		return fmt.Errorf("issuing the stats listener's certificate: %w", err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: StatsTLSSecret, Namespace: Release}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}}
+	if _, err := client.CoreV1().Secrets(Release).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating secret %s/%s: %w", Release, StatsTLSSecret, err)
+	}
+	return nil
 }
 
 // chartPlugins are the plugins the chart at chartDir has values for.

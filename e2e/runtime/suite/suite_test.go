@@ -35,6 +35,8 @@ plugins:
           plugins: {20-sidecar-order: [/sb/helper/nri-sidecar-helper, "/run/nri-suite/sidecar-order/*"]}
     resources: {requests: {cpu: "0"}}
   stats:
+    hostNetwork: true
+    tlsSecret: nri-stats-tls
     resources: {requests: {cpu: "0"}}
 `, string(data))
 

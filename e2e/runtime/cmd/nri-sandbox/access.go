@@ -101,5 +101,6 @@ the cluster, from the host while this serves:
   report      make report POD=%[3]s      or: nri-sandbox report --kubeconfig %[1]s --pod %[3]s
   your pod    %[2]s apply -f my-pod.yaml, then make report POD=default/<its name>
               (images are local only: image %[4]s with imagePullPolicy: Never)
+  usage       %[2]s top pods -A      (metrics-server, fed by nri-stats)
 `, a.kubeconfig, kubectl, example, sandbox.BusyboxImage)
 }

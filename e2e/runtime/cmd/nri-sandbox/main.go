@@ -228,6 +228,11 @@ func deploy(ctx context.Context, sb *sandbox.Sandbox, chart string, workload []m
 	for _, ds := range daemonSets {
 		fmt.Fprintf(out, "daemonset %s/%s: %d of %d pods ready\n", ds.Namespace, ds.Name, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
 	}
+	// kubectl top, from nri-stats in the kubelet's place.
+	if err := sb.StartMetricsServer(ctx, sandbox.MetricsServerOptions{KubeletPort: suite.StatsPort, KubeletCAFile: sb.PKI().CACert}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "metrics-server: reads nri-stats on the node's port %d\n", suite.StatsPort)
 	var runnable []manifest
 	for _, m := range workload {
 		if reason := sb.CannotRun(m.pod); reason != "" {

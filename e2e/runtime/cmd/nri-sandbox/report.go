@@ -27,8 +27,8 @@ import (
 // reporter reads what the plugins did to the containers of a cluster's
 // pods: inside the containers (exec through the API server), in the
 // records the plugins publish in the node's shared state directory, and
-// from the stats plugin (through the API server's proxy). It runs on the
-// node, where the shared directory is.
+// from the stats plugin (through a port-forward, statsport.go). It runs on
+// the node, where the shared directory is.
 type reporter struct {
 	client         kubernetes.Interface
 	config         *rest.Config
@@ -438,7 +438,7 @@ func usage(ctx context.Context, r *reporter, c *target) (string, error) {
 	if err != nil || stats == nil {
 		return "", err
 	}
-	body, err := r.client.CoreV1().Pods(stats.Namespace).ProxyGet("http", stats.Name, port, "/stats/pods", nil).DoRaw(ctx)
+	body, err := r.statsGet(ctx, stats, port, "/stats/pods")
 	if err != nil {
 		return "", fmt.Errorf("asking the stats plugin (pod %s) for /stats/pods: %w", stats.Name, err)
 	}
