@@ -40,7 +40,11 @@ func (s *klogSink) Info(level int, msg string, kv ...any) {
 }
 
 func (s *klogSink) Error(err error, msg string, kv ...any) {
-	s.entry(kv).WithError(err).Error(msg)
+	entry := s.entry(kv)
+	if err != nil {
+		entry = entry.WithError(err)
+	}
+	entry.Error(msg)
 }
 
 func (s *klogSink) WithValues(kv ...any) logr.LogSink {
