@@ -30,39 +30,48 @@ type listener struct {
 	done   chan struct{}
 }
 
-// serve starts the listener, at once if it can, else in the background.
+// serve starts the listener: at once if it can (so that it listens before
+// the plugin connects), else again every retryInterval in the background.
 func serve(start func() (*server.Server, error), notReady func(string), log *logrus.Entry) *listener {
 	l := &listener{start: start, notReady: notReady, log: log, stop: make(chan struct{}), done: make(chan struct{})}
-	go l.run()
+	if why := l.try(""); why == "" {
+		close(l.done)
+	} else {
+		go l.retry(why)
+	}
 	return l
 }
 
-func (l *listener) run() {
-	defer close(l.done)
-	var last string
-	for {
-		s, err := l.start()
-		if err == nil {
-			l.mu.Lock()
-			l.server = s
-			l.mu.Unlock()
-			if last != "" {
-				l.notReady("")
-				l.log.Info("the stats endpoints serve: ready again")
-			}
-			return
-		}
-		if why := "stats endpoints: " + err.Error(); why != last {
+// try starts the listener and returns "", or why it could not; last is the
+// previous reason, which is not logged again.
+func (l *listener) try(last string) string {
+	s, err := l.start()
+	if err != nil {
+		why := "stats endpoints: " + err.Error()
+		if why != last {
 			l.notReady(why)
 			l.log.WithError(err).Errorf("cannot serve the stats endpoints: not ready, trying again every %s", retryInterval)
-			last = why
 		}
+		return why
+	}
+	l.mu.Lock()
+	l.server = s
+	l.mu.Unlock()
+	return ""
+}
+
+func (l *listener) retry(last string) {
+	defer close(l.done)
+	for last != "" {
 		select {
 		case <-l.stop:
 			return
 		case <-time.After(retryInterval):
 		}
+		last = l.try(last)
 	}
+	l.notReady("")
+	l.log.Info("the stats endpoints serve: ready again")
 }
 
 // Close stops trying and stops serving.
