@@ -3,6 +3,8 @@ package endpointauth
 import (
 	"flag"
 	"net/http"
+	"net/url"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -105,4 +107,23 @@ func TestNodeAttributes(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, verb, nodeAttributes("n", &user.DefaultInfo{}, r)[0].GetVerb(), method)
 	}
+}
+
+// Any path and method of a request maps to at least one subresource of the
+// node, the last of which is the kubelet's coarse one, without a panic.
+func FuzzNodeAttributes(f *testing.F) {
+	for _, seed := range []string{"/metrics", "/metrics/", "/stats", "/stats/pods", "/healthz/x", "/", "", "/runningpods", "//metrics"} {
+		f.Add(http.MethodGet, seed)
+	}
+	f.Fuzz(func(t *testing.T, method, path string) {
+		r := &http.Request{Method: method, URL: &url.URL{Path: path}}
+		attrs := nodeAttributes("node-1", &user.DefaultInfo{Name: "u"}, r)
+		if len(attrs) == 0 || len(attrs) > 2 {
+			t.Fatalf("%s %q: %d attributes", method, path, len(attrs))
+		}
+		last := attrs[len(attrs)-1].GetSubresource()
+		if !slices.Contains([]string{"stats", "metrics", "log", "checkpoint", "statusz", "configz", "proxy"}, last) {
+			t.Fatalf("%s %q: last subresource %q", method, path, last)
+		}
+	})
 }
