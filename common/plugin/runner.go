@@ -7,12 +7,7 @@
 //
 // A plugin is any value implementing some of the NRI stub's handler interfaces
 // (stub.CreateContainerInterface, ...), optionally Configurable and io.Closer. It is
-// built by a Factory that receives the runner's Deps. A binary's main is then:
-//
-//	func main() {
-//		plugin.Main("topology-aware", topology.New, plugin.WithIdx("30"),
-//			plugin.WithHTTPAddr("127.0.0.1:9130"))
-//	}
+// built by a Factory that receives the runner's Deps; ExampleMain shows a whole main.
 //
 // External plugins connect to --socket and never exit because the runtime went away,
 // nor because their --config file is bad: they wait, not ready, /readyz saying why,

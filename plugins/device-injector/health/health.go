@@ -32,9 +32,6 @@ import (
 	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
 )
 
-// DefaultInterval is how often devices are checked unless configured.
-const DefaultInterval = 2 * time.Second
-
 // Sources are what the monitor checks.
 type Sources struct {
 	// Inventory reads the CDI cache.
