@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nri-suite/nri-suite/common/fsread"
 	"github.com/nri-suite/nri-suite/common/quote"

@@ -32,7 +32,7 @@ import (
 	"io"
 	"os"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 )

@@ -20,7 +20,7 @@ import (
 
 	"github.com/intel/goresctrl/pkg/blockio"
 	"github.com/intel/goresctrl/pkg/rdt"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/nri-suite/nri-suite/common/k8s"

@@ -30,7 +30,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
