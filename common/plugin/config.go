@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
@@ -61,7 +62,7 @@ func DecodeConfig(data []byte, source string, out any) error {
 		if errors.Is(err, io.EOF) { // only comments
 			return nil
 		}
-		return fmt.Errorf("decode config %s: %w", source, quote.Error(describeYAMLError(err)))
+		return fmt.Errorf("decode config %s: %w", source, quote.Error(describeYAMLError(err, data)))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -71,20 +72,67 @@ func DecodeConfig(data []byte, source string, out any) error {
 }
 
 // describeYAMLError rewrites yaml.v3's "field x not found in type pkg.T" into words
-// that a user editing the file understands.
-func describeYAMLError(err error) error {
+// that a user editing the file understands: the key's dotted path in data
+// ("classes.blockio.slow.weight"), as the type's name means nothing to them.
+func describeYAMLError(err error, data []byte) error {
 	var typeErr *yaml.TypeError
 	if !errors.As(err, &typeErr) {
 		return err
 	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root) // it parsed once already; a failure leaves bare keys
+	paths := keyPaths(&root)
 	msgs := make([]string, 0, len(typeErr.Errors))
 	for _, msg := range typeErr.Errors {
 		if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
-			msg = fmt.Sprintf("line %s: unknown key %s", m[1], quote.Value(m[2]))
+			line, _ := strconv.Atoi(m[1])
+			key := m[2]
+			if path, ok := paths[lineKey{line, key}]; ok {
+				key = path
+			}
+			msg = fmt.Sprintf("line %s: unknown key %s", m[1], quote.Value(key))
 		}
 		msgs = append(msgs, msg)
 	}
 	return errors.New(strings.Join(msgs, "; "))
+}
+
+// lineKey is a mapping key as yaml.v3's errors name it: its line and text.
+type lineKey struct {
+	line int
+	key  string
+}
+
+// keyPaths maps every mapping key of the document to its dotted path from
+// the root (list items as [i]), in one walk: a configuration of many unknown
+// keys costs no more than one of a few.
+func keyPaths(root *yaml.Node) map[lineKey]string {
+	paths := map[lineKey]string{}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				paths[lineKey{k.Line, k.Value}] = p
+				walk(n.Content[i+1], p)
+			}
+		}
+	}
+	walk(root, "")
+	return paths
 }
 
 // MaxConfigSize bounds the --config file; the suite's largest real

@@ -18,6 +18,9 @@ type decodeTarget struct {
 	Nested struct {
 		Enabled bool `yaml:"enabled"`
 	} `yaml:"nested"`
+	Items []struct {
+		Name string `yaml:"name"`
+	} `yaml:"items"`
 }
 
 func TestDecodeConfig(t *testing.T) {
@@ -41,7 +44,8 @@ func TestDecodeConfig(t *testing.T) {
 			}(),
 		},
 		{name: "unknown top-level key", data: "name: x\ncolour: red\n", wantErr: []string{"test.yaml", `line 2: unknown key "colour"`}},
-		{name: "unknown nested key", data: "nested:\n  enabled: true\n  verbose: 1\n", wantErr: []string{`line 3: unknown key "verbose"`}},
+		{name: "unknown nested key", data: "nested:\n  enabled: true\n  verbose: 1\n", wantErr: []string{`line 3: unknown key "nested.verbose"`}},
+		{name: "unknown key in a list item", data: "items:\n- name: a\n- name: b\n  size: 2\n", wantErr: []string{`line 4: unknown key "items[1].size"`}},
 		{name: "wrong type", data: "count: many\n", wantErr: []string{"test.yaml", "line 1", "many"}},
 		{name: "malformed", data: "name: [x\n", wantErr: []string{"test.yaml"}},
 		{name: "duplicate key", data: "count: 1\ncount: 2\n", wantErr: []string{"test.yaml", `"count" already defined`}},

@@ -32,6 +32,10 @@ type wrapper struct {
 	closing sync.RWMutex
 }
 
+// configureEvent is the event of Configure requests, and of the --config file's
+// application, in logs and metrics.
+const configureEvent = "Configure"
+
 // call runs fn as the handler of event for the given pod and container (either may be
 // nil): it recovers a panic into an error, counts the outcome and times the call.
 func (w *wrapper) call(event string, pod *api.PodSandbox, ctr *api.Container, fn func() error) (err error) {
@@ -53,7 +57,12 @@ func (w *wrapper) call(event string, pod *api.PodSandbox, ctr *api.Container, fn
 			err = fmt.Errorf("plugin %s: %s handler panicked: %v", w.name, event, v)
 		} else if err != nil {
 			outcome = outcomeError
-			log.WithError(err).Warn("handler failed")
+			// A configuration's error is its caller's to report, once: the
+			// runner's wait for a fixed --config file, the runtime's refused
+			// registration.
+			if event != configureEvent {
+				log.WithError(err).Warn("handler failed")
+			}
 		}
 		w.metrics.requests.WithLabelValues(event, outcome).Inc()
 		w.metrics.duration.WithLabelValues(event).Observe(time.Since(start).Seconds())
@@ -106,14 +115,14 @@ func forward[T any](w *wrapper, event string, pod *api.PodSandbox, ctr *api.Cont
 func (w *wrapper) Configure(_ context.Context, config, runtime, version string) (api.EventMask, error) {
 	w.status.registered(runtime + " " + version)
 	if aware, ok := w.plugin.(RuntimeAware); ok {
-		err := w.call("Configure", nil, nil, func() error { aware.SetRuntime(runtime, version); return nil })
+		err := w.call(configureEvent, nil, nil, func() error { aware.SetRuntime(runtime, version); return nil })
 		if err != nil {
 			return 0, err
 		}
 	}
 	if config != "" {
 		source := "NRI Configure from " + runtime + " " + version
-		err := w.call("Configure", nil, nil, func() error {
+		err := w.call(configureEvent, nil, nil, func() error {
 			c, ok := w.plugin.(Configurable)
 			if !ok {
 				return fmt.Errorf("the runtime delivered configuration (%s), but plugin %s takes none", source, w.name)

@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/nri-suite/nri-suite/common/version"
 )
 
@@ -94,8 +96,27 @@ func runMain(ctx context.Context, plugin string, factory Factory, args []string,
 		return 1
 	}
 	if err := r.Run(ctx); err != nil {
-		r.log.WithError(err).Error("plugin failed")
+		logFailure(r.log, err)
 		return 1
 	}
 	return 0
+}
+
+// reported is an error Run logged where it happened (a --config file that
+// never applied): Main exits with it without printing it again.
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }
+
+// logFailure logs each of Run's errors that was not reported yet.
+func logFailure(log *logrus.Entry, err error) {
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, err := range errs {
+		if !errors.As(err, new(reported)) {
+			log.WithError(err).Error("plugin failed")
+		}
+	}
 }

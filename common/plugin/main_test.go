@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -65,6 +66,24 @@ func TestRunMain(t *testing.T) {
 			assert.Contains(t, stderr.String(), tc.wantErr)
 		})
 	}
+}
+
+// A --config file that does not apply is one error line: not a handler's
+// warning first, nor again when the plugin stops.
+func TestRunMainConfigErrorPrintedOnce(t *testing.T) {
+	_, factory := newRecorder()
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("env:\n  A: b\nnested:\n  bogus: 1\n"), 0o600))
+	var stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	code := runMain(ctx, "test-plugin", factory, []string{"--shared-dir=" + t.TempDir(), "--config=" + config,
+		"--socket=" + filepath.Join(t.TempDir(), "absent.sock")}, io.Discard, &stderr, WithIdx("50"))
+	assert.Equal(t, 1, code)
+	out := stderr.String()
+	assert.Equal(t, 1, strings.Count(out, "unknown key"), "the error is printed once: %s", out)
+	assert.Contains(t, out, `level=error msg="cannot apply the configuration`)
+	assert.NotContains(t, out, "level=warning")
 }
 
 // --version prints the binary's name and build, and starts nothing (the

@@ -212,7 +212,7 @@ func (r *Runner) loadConfigFile() error {
 func (r *Runner) configure(data []byte) error {
 	path := r.settings.ConfigFile
 	c := r.plugin.(Configurable)
-	if err := r.wrapper.call("Configure", nil, nil, func() error { return c.Configure(data, path) }); err != nil {
+	if err := r.wrapper.call(configureEvent, nil, nil, func() error { return c.Configure(data, path) }); err != nil {
 		return fmt.Errorf("configure plugin %s: %w", r.settings.Name, err)
 	}
 	r.log.WithField("source", path).Info("applied configuration")
@@ -236,7 +236,7 @@ func (r *Runner) waitForConfig(ctx context.Context) error {
 			logged = reason
 		}
 		if !sleep(ctx, configRetryInterval) {
-			return r.configErr
+			return reported{r.configErr}
 		}
 		data, err := readConfigFile(r.settings.ConfigFile)
 		switch {

@@ -86,7 +86,10 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err := p.metrics.register(deps.Registry); err != nil {
 		return nil, fmt.Errorf("create sidecar-order plugin: %w", err)
 	}
-	p.log.WithFields(logrus.Fields{"helper": path, "state_dir": opts.StateDir}).Info("sidecar-order ready")
+	if path != "" {
+		// Not "ready": the configuration, applied after this, may still refuse.
+		p.log.WithFields(logrus.Fields{"helper": path, "state_dir": opts.StateDir}).Info("found the helper next to the plugin")
+	}
 	return p, nil
 }
 
