@@ -31,7 +31,9 @@ var meminfoFields = map[string]func(*Meminfo) *uint64{
 
 // ParseMeminfo parses /proc/meminfo ("MemTotal:  16318412 kB" lines) into
 // its memory and swap totals. MemTotal and MemFree must be there; the swap
-// fields count as 0 when absent, as in runc.
+// fields count as 0 when absent, as in runc. Not prometheus/procfs' Meminfo:
+// v0.22.0's parser indexes a line's second field unchecked and panics on an
+// empty line, where this one (fuzzed: FuzzParseMeminfo) returns an error.
 func ParseMeminfo(data []byte) (Meminfo, error) {
 	var m Meminfo
 	seen := map[string]bool{}
