@@ -20,7 +20,7 @@ HELPERS     := bin/nri-sidecar-helper
 RUNTIME_PKG := ./e2e/runtime/...
 IS_ROOT     := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: all build test unit e2e fuzz-smoke runtime-bins run kubectl report bench lint fmt clean install uninstall chart images FORCE
+.PHONY: all build test unit e2e fuzz-smoke runtime-bins run kubectl report bench lint fmt clean install uninstall chart static images FORCE
 
 all: build
 
@@ -100,11 +100,13 @@ NRI_PLUGIN_DIR ?= /opt/nri/plugins
 NRI_CONF_DIR   ?= /etc/nri/conf.d
 INSTALL_ENV     = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" NRI_PLUGIN_DIR="$(NRI_PLUGIN_DIR)" NRI_CONF_DIR="$(NRI_CONF_DIR)"
 
-install: build
-	$(INSTALL_ENV) bash deployments/preregistered/install.sh bin
+# The same static, stripped binaries as the images (make static): a node's
+# runtime launches them whatever its C library.
+install: static
+	$(INSTALL_ENV) bash deployments/preregistered/install.sh $(STATIC_OUT)
 
 uninstall:
-	$(INSTALL_ENV) bash deployments/preregistered/install.sh --uninstall bin
+	$(INSTALL_ENV) bash deployments/preregistered/install.sh --uninstall $(STATIC_OUT)
 
 # One OCI image archive per plugin, nri-<plugin>.tar in IMAGES_OUT, from
 # static binaries and without a container engine (deployments/images):
@@ -112,14 +114,19 @@ uninstall:
 IMAGE_REGISTRY ?= ghcr.io/nri-suite
 IMAGE_TAG      ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' deployments/helm/nri-suite/Chart.yaml)
 IMAGES_OUT     ?= _out/images
+STATIC_OUT     ?= $(IMAGES_OUT)/bin
 STATIC_BUILD    = CGO_ENABLED=0 $(GOBUILD) -ldflags '-s -w -buildid='
 
-images:
-	rm -rf $(IMAGES_OUT)/bin && mkdir -p $(IMAGES_OUT)/bin
-	for p in $(PLUGINS); do $(STATIC_BUILD) -o $(IMAGES_OUT)/bin/nri-$$p ./plugins/$$p || exit 1; done
-	$(STATIC_BUILD) -o $(IMAGES_OUT)/bin/nri-sidecar-helper ./plugins/sidecar-order/cmd/sidecar-helper
-	$(STATIC_BUILD) -o $(IMAGES_OUT)/bin/nri-suite-copy ./deployments/cmd/nri-suite-copy
-	$(GO) run ./deployments/images --bin-dir $(IMAGES_OUT)/bin --out $(IMAGES_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG)
+# Static, stripped binaries of every plugin, the sidecar helper and the
+# chart's copy tool, in STATIC_OUT: what the images hold and make install installs.
+static:
+	rm -rf $(STATIC_OUT) && mkdir -p $(STATIC_OUT)
+	for p in $(PLUGINS); do $(STATIC_BUILD) -o $(STATIC_OUT)/nri-$$p ./plugins/$$p || exit 1; done
+	$(STATIC_BUILD) -o $(STATIC_OUT)/nri-sidecar-helper ./plugins/sidecar-order/cmd/sidecar-helper
+	$(STATIC_BUILD) -o $(STATIC_OUT)/nri-suite-copy ./deployments/cmd/nri-suite-copy
+
+images: static
+	$(GO) run ./deployments/images --bin-dir $(STATIC_OUT) --out $(IMAGES_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG)
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v '/e2e/runtime')

@@ -1,6 +1,7 @@
 package deployments
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,6 +85,36 @@ func TestInstallLayout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(conf), "\nhelper: /usr/libexec/nri-suite/nri-sidecar-helper\n", "the path on the node, without DESTDIR")
 	assert.NotContains(t, string(conf), "@")
+}
+
+// TestMakeInstall runs `make install` as a user would (into DESTDIR): it
+// installs the images' static, stripped binaries, which run on a node
+// whatever its C library, and names every file it put there.
+func TestMakeInstall(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	dest := t.TempDir()
+	cmd := exec.Command("make", "-C", "..", "--no-print-directory", "install", "DESTDIR="+dest, "IMAGES_OUT="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	installed := regexp.MustCompile(`(?m)^installed (/\S+)$`).FindAllStringSubmatch(string(out), -1)
+	require.Len(t, installed, 2*len(pluginIndex)+1, "a line per binary, configuration and the helper: %s", out)
+	for _, line := range installed {
+		path := line[1]
+		require.FileExists(t, path)
+		if strings.HasSuffix(path, ".conf") {
+			continue
+		}
+		f, err := elf.Open(path)
+		require.NoError(t, err, "%s is an executable", path)
+		for _, prog := range f.Progs {
+			assert.NotEqual(t, elf.PT_INTERP, prog.Type, "%s is static: no dynamic loader", path)
+		}
+		assert.Nil(t, f.Section(".symtab"), "%s is stripped", path)
+		require.NoError(t, f.Close())
+	}
 }
 
 func TestInstallKeepsEditedConfigAndUninstalls(t *testing.T) {

@@ -6,7 +6,7 @@
 #
 #   install.sh [--uninstall] BIN_DIR
 #
-# BIN_DIR holds nri-<plugin> binaries and nri-sidecar-helper (make build).
+# BIN_DIR holds nri-<plugin> binaries and nri-sidecar-helper (make static).
 # Environment:
 #   DESTDIR         staging root prepended to every path (packaging); default none
 #   PREFIX          where the sidecar helper goes: PREFIX/libexec/nri-suite; default /usr/local
@@ -61,10 +61,10 @@ fi
 
 # Check everything before changing anything.
 for p in $plugins; do
-	[[ -x $bindir/nri-$p ]] || die "plugin $p: $bindir/nri-$p is missing or not executable (run make build)"
+	[[ -x $bindir/nri-$p ]] || die "plugin $p: $bindir/nri-$p is missing or not executable (run make static)"
 done
 if [[ " $plugins " == *" sidecar-order "* ]]; then
-	[[ -x $bindir/$HELPER ]] || die "sidecar-order: $bindir/$HELPER is missing or not executable (run make build)"
+	[[ -x $bindir/$HELPER ]] || die "sidecar-order: $bindir/$HELPER is missing or not executable (run make static)"
 fi
 
 install -d -m 0755 "$DESTDIR$plugin_dir" "$DESTDIR$conf_dir"
@@ -97,6 +97,7 @@ config_for() {
 for p in $plugins; do
 	name=${IDX[$p]}-$p
 	install -m 0755 "$bindir/nri-$p" "$DESTDIR$plugin_dir/$name"
+	echo "installed $DESTDIR$plugin_dir/$name"
 	conf=$DESTDIR$conf_dir/$name.conf
 	if [[ -e $conf ]] && ! cmp -s <(config_for "$p") "$conf"; then
 		echo "kept $conf: it differs from the shipped configuration (deployments/preregistered/conf.d)"
@@ -104,9 +105,11 @@ for p in $plugins; do
 		config_for "$p" > "$conf.tmp"
 		chmod 0644 "$conf.tmp"
 		mv -f "$conf.tmp" "$conf"
+		echo "installed $conf"
 	fi
 done
 if [[ " $plugins " == *" sidecar-order "* ]]; then
 	install -D -m 0755 "$bindir/$HELPER" "$DESTDIR$libexec_dir/$HELPER"
+	echo "installed $DESTDIR$libexec_dir/$HELPER"
 fi
 echo "installed: $plugins into $DESTDIR$plugin_dir (restart the runtime to start them)"
