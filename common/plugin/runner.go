@@ -34,6 +34,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -249,8 +250,8 @@ func (r *Runner) waitForConfig(ctx context.Context) error {
 	return nil
 }
 
-// HTTPAddr returns the address /metrics, /healthz and /readyz listen on once Run
-// has bound it (useful with --http-addr 127.0.0.1:0), or "" before or when disabled.
+// HTTPAddr returns the (first) address /metrics, /healthz and /readyz listen on once
+// Run has bound it (useful with --http-addr 127.0.0.1:0), or "" before or when disabled.
 func (r *Runner) HTTPAddr() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -494,40 +495,62 @@ func batchUpdates(updates []*api.ContainerUpdate, maxBytes int) iter.Seq2[int, [
 	}
 }
 
-// startHTTP serves /metrics, /healthz and /readyz if an address is set and returns the
-// function that stops serving (a no-op when nothing was started).
+// startHTTP serves /metrics, /healthz and /readyz on every address of
+// --http-addr, if any, and returns the function that stops serving (a no-op
+// when nothing was started). Several addresses let a plugin on the node's
+// network answer its probes on the node's loopback and a Prometheus on the
+// node's address, and on no other of the node's addresses.
 func (r *Runner) startHTTP() (func() error, error) {
 	noop := func() error { return nil }
-	if r.settings.HTTPAddr == "" {
+	addrs := httpAddrs(r.settings.HTTPAddr)
+	if len(addrs) == 0 {
 		return noop, nil
 	}
-	ln, err := net.Listen("tcp", r.settings.HTTPAddr)
-	if err != nil {
-		return noop, fmt.Errorf("listen on --http-addr %s: %w", r.settings.HTTPAddr, err)
+	var listeners []net.Listener
+	for _, addr := range addrs {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return noop, fmt.Errorf("listen on --http-addr %s: %w", addr, err)
+		}
+		listeners = append(listeners, ln)
 	}
-	addr := ln.Addr().String()
 	r.mu.Lock()
-	r.httpAddr = addr
+	r.httpAddr = listeners[0].Addr().String()
 	r.mu.Unlock()
 
 	srv := &http.Server{Handler: newHTTPHandler(r.registry, &r.status), ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			r.log.WithError(err).Error("HTTP server stopped")
-		}
-	}()
-	r.log.WithField("addr", addr).Info("serving /metrics, /healthz and /readyz")
+	var served sync.WaitGroup
+	for _, ln := range listeners {
+		served.Go(func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				r.log.WithError(err).WithField("addr", ln.Addr().String()).Error("HTTP server stopped")
+			}
+		})
+		r.log.WithField("addr", ln.Addr().String()).Info("serving /metrics, /healthz and /readyz")
+	}
 
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 		defer cancel()
 		err := srv.Shutdown(ctx)
-		<-done
+		served.Wait()
 		if err != nil {
-			return fmt.Errorf("shut down HTTP server on %s: %w", addr, err)
+			return fmt.Errorf("shut down HTTP server on %s: %w", r.settings.HTTPAddr, err)
 		}
 		return nil
 	}, nil
+}
+
+// httpAddrs splits --http-addr's comma-separated list; empty: none.
+func httpAddrs(flag string) []string {
+	var addrs []string
+	for a := range strings.SplitSeq(flag, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }

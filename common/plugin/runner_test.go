@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -505,6 +506,72 @@ func TestRunnerRefusesUnusableHTTPAddr(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "listen on --http-addr "+s.HTTPAddr)
 	assert.Equal(t, 1, p.snapshot().closed, "the plugin is closed even when Run fails")
+}
+
+// Several --http-addr addresses serve the same endpoints (a plugin on the
+// node's network: probes on loopback, Prometheus on the node's address),
+// and all of them stop with the runner.
+func TestRunnerServesEveryHTTPAddr(t *testing.T) {
+	socket := filepath.Join(shortTempDir(t), "nri.sock")
+	startRuntime(t, socket, nil, nil)
+	logs := &syncBuffer{}
+	s := testSettings(socket, logs)
+	s.HTTPAddr = "127.0.0.1:0, [::1]:0"
+	if ln, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		s.HTTPAddr = "127.0.0.1:0,127.0.0.2:0" // no IPv6 loopback here
+	} else {
+		ln.Close()
+	}
+	_, factory := newRecorder()
+	r, stop := startRunner(t, s, factory)
+	waitReadyz(t, r, 200, "ready")
+
+	var addrs []string
+	for line := range strings.Lines(logs.String()) {
+		var entry struct{ Msg, Addr string }
+		require.NoError(t, json.Unmarshal([]byte(line), &entry))
+		if entry.Msg == "serving /metrics, /healthz and /readyz" {
+			addrs = append(addrs, entry.Addr)
+		}
+	}
+	require.Len(t, addrs, 2, "one listener per address: %s", logs)
+	assert.NotEqual(t, addrs[0], addrs[1])
+	for _, addr := range addrs {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		require.NoError(t, err, addr)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Contains(t, string(body), "nri_suite_test_plugin_connected 1", addr)
+	}
+	require.NoError(t, stop())
+	for _, addr := range addrs {
+		_, err := net.Dial("tcp", addr)
+		assert.Error(t, err, "%s stops with the runner", addr)
+	}
+}
+
+// An address that cannot be bound fails the start, naming it, and the
+// addresses bound before it are let go.
+func TestRunnerRefusesOneUnusableHTTPAddr(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	freeAddr := free.Addr().String()
+	free.Close()
+	_, factory := newRecorder()
+	s := testSettings("/nonexistent/nri.sock", io.Discard)
+	s.HTTPAddr = freeAddr + "," + busy.Addr().String()
+	r, err := New(s, factory)
+	require.NoError(t, err)
+	err = r.Run(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "listen on --http-addr "+busy.Addr().String())
+	ln, err := net.Listen("tcp", freeAddr)
+	require.NoError(t, err, "the first address was let go")
+	ln.Close()
 }
 
 // failingSync fails its first Synchronize, as a plugin with a transient problem would.

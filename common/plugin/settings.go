@@ -32,7 +32,8 @@ type Settings struct {
 	LogLevel string
 	// LogFormat is text or json (--log-format).
 	LogFormat string
-	// HTTPAddr is where /metrics, /healthz and /readyz listen; empty disables (--http-addr).
+	// HTTPAddr is where /metrics, /healthz and /readyz listen, one address or several
+	// separated by commas; empty disables (--http-addr).
 	HTTPAddr string
 	// SharedDir is the node-local shared state directory where the plugin's status and
 	// the plugin's own records are published; empty disables (--shared-dir).
@@ -72,7 +73,7 @@ func (s *Settings) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.ConfigFile, "config", s.ConfigFile, "YAML configuration file (a regular file of at most 1 MiB)")
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log level: trace, debug, info, warning, error")
 	fs.StringVar(&s.LogFormat, "log-format", s.LogFormat, "log format: text or json")
-	fs.StringVar(&s.HTTPAddr, "http-addr", s.HTTPAddr, "address of /metrics, /healthz and /readyz; empty disables")
+	fs.StringVar(&s.HTTPAddr, "http-addr", s.HTTPAddr, "address of /metrics, /healthz and /readyz, or several, comma-separated; empty disables")
 	fs.StringVar(&s.SharedDir, "shared-dir", s.SharedDir, "node-local state shared between the suite's plugins; empty disables")
 	fs.StringVar(&s.NodeName, "node-name", s.NodeName, "the node's name, for the API server (default $NODE_NAME)")
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig of the API server; empty: the pod's service account")
