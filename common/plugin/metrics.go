@@ -29,7 +29,32 @@ type runnerMetrics struct {
 // newRegistry returns a registry with the Go and process collectors and the runner's
 // metrics registered in it.
 func newRegistry(namespace string) (*prometheus.Registry, *runnerMetrics) {
-	m := &runnerMetrics{
+	m := newRunnerMetrics(namespace)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.collectors()...)
+	return reg, m
+}
+
+// RunnerCollectors are new, unregistered copies of what every runner serves
+// on /metrics besides its plugin's metrics, under namespace
+// (MetricsNamespace): what dashboards and alerts may query of any plugin.
+func RunnerCollectors(namespace string) []prometheus.Collector {
+	return newRunnerMetrics(namespace).collectors()
+}
+
+// collectors are the runner's metrics with the build info, Go and process
+// collectors.
+func (m *runnerMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		BuildInfo(),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.panics, m.requests, m.duration, m.connected, m.reconnects,
+	}
+}
+
+func newRunnerMetrics(namespace string) *runnerMetrics {
+	return &runnerMetrics{
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "handler_panics_total",
@@ -58,14 +83,6 @@ func newRegistry(namespace string) (*prometheus.Registry, *runnerMetrics) {
 			Help:      "Registrations with the runtime after the first one.",
 		}),
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		BuildInfo(),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.panics, m.requests, m.duration, m.connected, m.reconnects,
-	)
-	return reg, m
 }
 
 // BuildInfo is nri_suite_build_info: 1, labelled with what the binary was
