@@ -46,9 +46,12 @@ test:
 # Helm's dependencies stay out of the plugins': render, decode, security
 # settings, deployments/kubernetes in sync. Without the race detector: they
 # run no code of the suite's, and its build of Helm's and Kubernetes'
-# packages would cost minutes on a cold cache for nothing.
+# packages would cost minutes on a cold cache for nothing. The dashboard's
+# and alerts' test (deployments/monitoring) is a module of its own too, for
+# Prometheus' PromQL parser and its dependencies.
 chart:
 	cd deployments/helm && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd deployments/monitoring && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Unit and harness tests; the real-node tests (TestRealNode, e2e/runtime) are e2e's.
 unit:
