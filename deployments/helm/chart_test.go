@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -54,6 +55,11 @@ type rendered struct {
 	roleBindings    map[string]*rbacv1.RoleBinding
 	clusterBindings map[string]*rbacv1.ClusterRoleBinding
 	jobs            map[string]*batchv1.Job
+	otherConfigMaps map[string]*corev1.ConfigMap // of no plugin, by name
+	services        map[string]*corev1.Service
+	serviceMonitors map[string]*monitoringv1.ServiceMonitor
+	podMonitors     map[string]*monitoringv1.PodMonitor
+	rules           map[string]*monitoringv1.PrometheusRule
 	text            string // the documents, in file and then document order
 }
 
@@ -72,12 +78,25 @@ func render(t *testing.T, values map[string]any) (*rendered, error) {
 // renderFor is render for a cluster of Kubernetes version (vMAJOR.MINOR.PATCH).
 func renderFor(t *testing.T, version string, values map[string]any) (*rendered, error) {
 	t.Helper()
+	return renderCluster(t, version, nil, values)
+}
+
+// renderWithAPIs is render for a cluster that also serves apis (as
+// `helm template --api-versions`), such as monitoring.coreos.com/v1/ServiceMonitor.
+func renderWithAPIs(t *testing.T, apis []string, values map[string]any) (*rendered, error) {
+	t.Helper()
+	return renderCluster(t, kubeVersion, apis, values)
+}
+
+func renderCluster(t *testing.T, version string, apis []string, values map[string]any) (*rendered, error) {
+	t.Helper()
 	chart, err := loader.Load(chartDir)
 	require.NoError(t, err)
 	kube, err := chartutil.ParseKubeVersion(version)
 	require.NoError(t, err)
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kube
+	caps.APIVersions = append(caps.APIVersions, apis...)
 	vals, err := chartutil.ToRenderValues(chart, values,
 		chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, IsInstall: true}, caps)
 	if err != nil {
@@ -96,7 +115,10 @@ func renderFor(t *testing.T, version string, values map[string]any) (*rendered, 
 	})
 	r := &rendered{daemonSets: map[string]*appsv1.DaemonSet{}, configMaps: map[string]*corev1.ConfigMap{},
 		serviceAccounts: map[string]*corev1.ServiceAccount{}, roles: map[string]*rbacv1.Role{},
-		roleBindings: map[string]*rbacv1.RoleBinding{}, clusterBindings: map[string]*rbacv1.ClusterRoleBinding{}, jobs: map[string]*batchv1.Job{}}
+		roleBindings: map[string]*rbacv1.RoleBinding{}, clusterBindings: map[string]*rbacv1.ClusterRoleBinding{}, jobs: map[string]*batchv1.Job{},
+		otherConfigMaps: map[string]*corev1.ConfigMap{}, services: map[string]*corev1.Service{},
+		serviceMonitors: map[string]*monitoringv1.ServiceMonitor{}, podMonitors: map[string]*monitoringv1.PodMonitor{},
+		rules: map[string]*monitoringv1.PrometheusRule{}}
 	var text strings.Builder
 	for _, name := range names {
 		if !strings.HasSuffix(name, ".yaml") {
@@ -150,7 +172,11 @@ func (r *rendered) decode(doc string) error {
 		if err := yaml.UnmarshalStrict([]byte(doc), cm); err != nil {
 			return err
 		}
-		r.configMaps[strings.TrimPrefix(cm.Labels["app.kubernetes.io/name"], "nri-")] = cm
+		if plugin, ok := strings.CutPrefix(cm.Labels["app.kubernetes.io/name"], "nri-"); ok {
+			r.configMaps[plugin] = cm
+		} else {
+			r.otherConfigMaps[cm.Name] = cm
+		}
 	case "admissionregistration.k8s.io/v1, Kind=ValidatingAdmissionPolicy":
 		p := &admissionv1.ValidatingAdmissionPolicy{}
 		if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
@@ -173,6 +199,14 @@ func (r *rendered) decode(doc string) error {
 		return decodeNamed(doc, r.clusterBindings)
 	case "batch/v1, Kind=Job":
 		return decodeNamed(doc, r.jobs)
+	case "/v1, Kind=Service":
+		return decodeNamed(doc, r.services)
+	case "monitoring.coreos.com/v1, Kind=ServiceMonitor":
+		return decodeNamed(doc, r.serviceMonitors)
+	case "monitoring.coreos.com/v1, Kind=PodMonitor":
+		return decodeNamed(doc, r.podMonitors)
+	case "monitoring.coreos.com/v1, Kind=PrometheusRule":
+		return decodeNamed(doc, r.rules)
 	default:
 		return fmt.Errorf("unexpected object %s", meta.GroupVersionKind())
 	}

@@ -74,3 +74,79 @@ its next Synchronize. */}}
 device-injector: [cdi-devices.nri-suite.io, devices.nri-suite.io, cdi.k8s.io, cdi-devices.noderesource.dev, devices.noderesource.dev, mounts.noderesource.dev, cdi-devices.nri.io, devices.nri.io, mounts.nri.io]
 sidecar-order: [sidecar-order.nri-suite.io]
 {{- end -}}
+
+{{/* Whether a Prometheus Operator object is rendered: its value (.value)
+true or false, or auto: when the cluster serves monitoring.coreos.com/v1
+.kind (the operator's CRDs are installed; `helm template` needs
+--api-versions monitoring.coreos.com/v1/<kind> for it). */}}
+{{- define "nri-suite.monitorEnabled" -}}
+{{- $v := toString .value -}}
+{{- if or (eq $v "true") (and (eq $v "auto") (.root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind))) }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether the chart sets up scraping of the plugins' /metrics (pod
+annotations, a ServiceMonitor or a PodMonitor): the plugins on the node's
+network then listen on the node's address too. */}}
+{{- define "nri-suite.scraped" -}}
+{{- $m := .Values.prometheus -}}
+{{- if or $m.annotations (include "nri-suite.monitorEnabled" (dict "root" . "kind" "ServiceMonitor" "value" $m.serviceMonitor.enabled)) (include "nri-suite.monitorEnabled" (dict "root" . "kind" "PodMonitor" "value" $m.podMonitor.enabled)) }}true{{ end -}}
+{{- end -}}
+
+{{/* The runner's --http-addr: the pod's every address; on the node's
+network its loopback (the probes), and when scraped also the node's address
+that the kubelet reports as the pod's (and no other of the node's
+addresses). */}}
+{{- define "nri-suite.httpAddr" -}}
+{{- $p := index .root.Values.plugins .name -}}
+{{- if include "nri-suite.hostNetwork" . -}}
+127.0.0.1:{{ $p.port }}{{ if include "nri-suite.scraped" .root }},[$(POD_IP)]:{{ $p.port }}{{ end }}
+{{- else -}}
+0.0.0.0:{{ $p.port }}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels that select every plugin's pods and Services of the release. */}}
+{{- define "nri-suite.releaseSelector" -}}
+app.kubernetes.io/part-of: nri-suite
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* What a monitor's targets get: the node's name as kubernetes_node (the
+dashboard's and alerts' node label; topology-aware's own "node" is a NUMA
+node). */}}
+{{- define "nri-suite.monitorRelabelings" -}}
+- sourceLabels: [__meta_kubernetes_pod_node_name]
+  targetLabel: kubernetes_node
+{{- end -}}
+
+{{/* The endpoints of stats' listener for a monitor (.auth: how to
+authenticate): every series that names a container, over HTTPS and with a
+token, as the kubelet's are scraped. honorLabels keeps the containers'
+namespace, pod and container labels rather than the plugin pod's; of its
+/metrics only the series that name a container, the others are the
+runner's /metrics' too. */}}
+{{- define "nri-suite.statsEndpoints" -}}
+{{- $stats := .root.Values.plugins.stats -}}
+{{- $tls := .root.Values.prometheus.stats.tlsConfig | default (dict "insecureSkipVerify" true) -}}
+{{- range $path := ternary (list "/metrics" "/metrics/cadvisor") (list "/metrics") (eq (toString $stats.cadvisor) "true") }}
+- port: stats
+  path: {{ $path }}
+  scheme: https
+  honorLabels: true
+  {{- if $.interval }}
+  interval: {{ $.interval }}
+  {{- end }}
+  tlsConfig:
+    {{- toYaml $tls | nindent 4 }}
+  {{- $.auth | nindent 2 }}
+  relabelings:
+    {{- include "nri-suite.monitorRelabelings" $ | nindent 4 }}
+  {{- if eq $path "/metrics" }}
+  # The rest of this /metrics is the runner's too, scraped there.
+  metricRelabelings:
+    - sourceLabels: [__name__]
+      regex: nri_suite_stats_container_.*
+      action: keep
+  {{- end }}
+{{- end }}
+{{- end -}}
