@@ -232,8 +232,9 @@ func (r *Runner) waitForConfig(ctx context.Context) error {
 	var tried []byte
 	for r.configErr != nil {
 		if reason := r.configErr.Error(); reason != logged {
-			r.status.disconnected(reason)
+			// Logged first: whoever sees /readyz refuse finds the reason in the log.
 			r.log.WithError(r.configErr).Error("cannot apply the configuration: not connecting to the runtime until the --config file is fixed")
+			r.status.disconnected(reason)
 			logged = reason
 		}
 		if !sleep(ctx, configRetryInterval) {
