@@ -1,10 +1,6 @@
 package nriplugin
 
-import (
-	"strings"
-
-	"golang.org/x/mod/semver"
-)
+import "github.com/nri-suite/nri-suite/common/plugin"
 
 // minRecentNRI is, per runtime as NRI names it, the first version whose NRI
 // (v0.10 or later) applies a plugin's seccomp policy and calls validators.
@@ -21,12 +17,5 @@ var minRecentNRI = map[string]string{
 // ones) are trusted to, since they must speak a recent NRI to reach this
 // plugin.
 func recentNRI(name, version string) bool {
-	minimum, known := minRecentNRI[strings.ToLower(name)]
-	if !known {
-		return true
-	}
-	if !strings.HasPrefix(version, "v") {
-		version = "v" + version
-	}
-	return semver.IsValid(version) && semver.Compare(version, minimum) >= 0
+	return plugin.RuntimeAtLeast(name, version, minRecentNRI)
 }

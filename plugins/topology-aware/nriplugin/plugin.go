@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -92,6 +93,10 @@ type Plugin struct {
 	pending map[string]bool
 	// starts are the containers created and not started yet (starting.go).
 	starts startTracker
+	// unsolicited: the runtime takes updates outside of its requests
+	// safely (runtime.go); else what the reapplier would push goes with the
+	// next reply that carries updates.
+	unsolicited atomic.Bool
 }
 
 // New builds the plugin with the default configuration (see config.Parse);
@@ -151,6 +156,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	}
 	p.persist = newPersister(cp, pools, placements, p.collect, p.retireMoved, deps.Log, p.metrics)
 	p.reapply = newReapplier(deps.Updater, p.currentUpdates, deps.Log, p.metrics)
+	p.unsolicited.Store(true)
 	return p, nil
 }
 
@@ -293,7 +299,7 @@ func (p *Plugin) PostStartContainer(_ context.Context, pod *api.PodSandbox, ctr 
 	if placed && why != "" {
 		names := k8s.IdentityOf(pod, ctr).Fields()
 		names["why"] = why
-		p.reapply.Queue(ctr.GetId(), names)
+		p.reapplyLocked(ctr.GetId(), names)
 	}
 	return nil
 }
@@ -369,7 +375,7 @@ func (p *Plugin) releasePodLocked(pod *api.PodSandbox) {
 	changed, held := p.pol.ReleasePod(pod.GetUid())
 	for _, pl := range changed {
 		p.pending[pl.ContainerID] = true
-		p.reapply.Queue(pl.ContainerID, logrus.Fields{"container_id": pl.ContainerID})
+		p.reapplyLocked(pl.ContainerID, logrus.Fields{"container_id": pl.ContainerID})
 	}
 	if held {
 		p.persist.Changed()

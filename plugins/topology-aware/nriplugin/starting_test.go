@@ -380,3 +380,31 @@ func TestSynchronizeSendsWhatTheReplyCannotHoldThroughTheUpdater(t *testing.T) {
 		assert.Len(t, u.pushed(id), 1)
 	}
 }
+
+// On a runtime whose NRI can deadlock on unsolicited updates (CRI-O
+// v1.34.0), a placement to apply again is never pushed through the
+// Updater: the next reply that carries updates, another container's
+// creation here, carries it.
+func TestReapplyWaitsForTheNextReplyWhereUnsolicitedUpdatesAreUnsafe(t *testing.T) {
+	u, p, _ := withRecordingUpdater(t)
+	p.SetRuntime("cri-o", "1.34.0")
+	ctx := context.Background()
+
+	pod, lost := nriPod(t, "guaranteed-2cpu.yaml", "app")
+	adjust, _, err := p.CreateContainer(ctx, pod, lost)
+	require.NoError(t, err)
+	require.NoError(t, p.PostStartContainer(ctx, pod, lost), "the runtime shows it elsewhere: it needs its placement again")
+
+	nextPod, next := nriPod(t, "besteffort.yaml", "idle")
+	_, updates, err := p.CreateContainer(ctx, nextPod, next)
+	require.NoError(t, err)
+	var carried []string
+	for _, up := range updates {
+		if up.GetContainerId() == lost.GetId() {
+			carried = append(carried, up.GetLinux().GetResources().GetCpu().GetCpus())
+		}
+	}
+	assert.Equal(t, []string{adjust.GetLinux().GetResources().GetCpu().GetCpus()}, carried, "the next creation's reply carries it")
+	p.reapply.Close() // the pusher stopped: anything it was given is in u now
+	assert.Empty(t, u.pushed(lost.GetId()), "nothing went through the runtime's UpdateContainers")
+}

@@ -36,9 +36,11 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	if len(rest) > 0 {
 		// The runtime applies them once this Synchronize is done (it holds
 		// its lock until then).
+		p.mu.Lock()
 		for _, u := range rest {
-			p.reapply.Queue(u.GetContainerId(), logrus.Fields{"container_id": u.GetContainerId(), "why": "left out of a Synchronize reply above NRI's message size limit"})
+			p.reapplyLocked(u.GetContainerId(), logrus.Fields{"container_id": u.GetContainerId(), "why": "left out of a Synchronize reply above NRI's message size limit"})
 		}
+		p.mu.Unlock()
 		p.log.WithFields(logrus.Fields{"replied": len(updates), "queued": len(rest)}).
 			Info("synchronize: sending the updates that do not fit in the reply through the runtime's UpdateContainers")
 	}
