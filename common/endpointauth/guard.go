@@ -25,11 +25,10 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/cert"
 
 	"github.com/nri-suite/nri-suite/common/fsread"
+	"github.com/nri-suite/nri-suite/common/incluster"
 )
 
 // The kubelet's defaults (KubeletConfiguration): an accepted token is
@@ -227,16 +226,10 @@ func apiClient(c Cluster) (kubernetes.Interface, error) {
 	if c.Client != nil {
 		return c.Client, nil
 	}
-	var config *rest.Config
-	var err error
-	if c.Kubeconfig != "" {
-		if config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", c.Kubeconfig, err)
-		}
-	} else if config, err = rest.InClusterConfig(); err != nil {
-		return nil, fmt.Errorf("connecting to the API server with the pod's service account (or --kubeconfig): %w", err)
+	config, err := incluster.Config(c.Kubeconfig)
+	if err != nil {
+		return nil, err
 	}
-	config.Timeout = 10 * time.Second
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return nil, fmt.Errorf("client of the API server %s: %w", config.Host, err)
