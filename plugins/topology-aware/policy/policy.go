@@ -614,6 +614,9 @@ func (p *Policy) sortedIDs() []string {
 	return ids
 }
 
+// Config returns the configuration the policy applies.
+func (p *Policy) Config() Config { return p.cfg }
+
 // SharedCPUs returns the shared pool.
 func (p *Policy) SharedCPUs() cpuset.CPUSet { return p.shared }
 

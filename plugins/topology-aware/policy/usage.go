@@ -1,6 +1,9 @@
 package policy
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // Usage reports, per NUMA node and pool, the CPUs and memory the pools have,
 // grant and leave free, for metrics. Rows come by node, then pool.
@@ -69,4 +72,30 @@ func (p *Policy) poolSize(kind PoolKind) int {
 		return p.reserved.Size()
 	}
 	return p.shared.Size()
+}
+
+// MemoryAccount is the Memory Manager's accounting of one resource, memory
+// or the hugepages of one size, on one NUMA node.
+type MemoryAccount struct {
+	Node     int    `json:"node"`
+	PageSize uint64 `json:"pageSize,omitempty"` // 0: regular memory
+	// Allocatable is what Guaranteed containers may be granted there: the
+	// node's memory outside hugepages minus the reserved memory, or the
+	// pages of the size times the size.
+	Allocatable uint64 `json:"allocatable"`
+	Free        uint64 `json:"free"`
+}
+
+// MemoryAccounts reports every resource the Memory Manager accounts, by
+// node (those with CPUs and the CPU-less ones), then page size, regular
+// memory first.
+func (p *Policy) MemoryAccounts() []MemoryAccount {
+	var out []MemoryAccount
+	for _, node := range slices.Sorted(maps.Keys(p.mm.nodes)) {
+		n := p.mm.nodes[node]
+		for _, r := range slices.Sorted(maps.Keys(n.allocatable)) {
+			out = append(out, MemoryAccount{Node: node, PageSize: uint64(r), Allocatable: n.allocatable[r], Free: n.free[r]})
+		}
+	}
+	return out
 }
