@@ -31,6 +31,8 @@ func main() {
 			"sysfs tree to discover the topology and device locality from (a recorded machine's tree works too)")
 		fs.StringVar(&opts.StateDir, "state-dir", opts.StateDir,
 			"directory of the checkpoint; keep it on a tmpfs so that it survives plugin and runtime restarts but not a reboot")
+		fs.BoolVar(&opts.PublishNRT, "node-resource-topology", opts.PublishNRT,
+			"publish the node's NodeResourceTopology (topology.node.k8s.io/v1alpha2) through the API server (--kubeconfig, or the pod's service account)")
 	}
 	factory := func(deps plugin.Deps) (any, error) {
 		if err := plugin.CheckAbsPath("--sysfs-root", opts.SysfsRoot); err != nil {

@@ -8,7 +8,8 @@ import (
 
 // RemoveNodeState implements plugin.NodeStateRemover: the plugin leaves the
 // node for good (uninstalled), so its checkpoint goes with its directory,
-// and so do its pool and placement records. Running containers keep their
+// and so do its pool and placement records and its NodeResourceTopology
+// (which would otherwise stay until the Node goes). Running containers keep their
 // CPUs and memory nodes, which the runtime holds; a topology-aware
 // installed again adopts them where they run. It runs after Close, when
 // nothing writes any more.
@@ -27,5 +28,6 @@ func (p *Plugin) RemoveNodeState() error {
 		// The placements first: a placement names the pool record.
 		errs = append(errs, s.placements.records.RemoveAll(), s.pools.records.RemoveAll())
 	}
+	errs = append(errs, p.deleteNRT())
 	return errors.Join(errs...)
 }

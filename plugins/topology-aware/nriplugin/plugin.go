@@ -32,6 +32,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/config"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/nrt"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
 )
 
@@ -63,6 +64,9 @@ type Options struct {
 	// plugin touches nothing of the node for them (a simulation, a test),
 	// and RDT counts as unavailable.
 	Classes *classes.Node
+	// PublishNRT publishes the node's NodeResourceTopology through the API
+	// server (nrt.go), if the plugin can reach one.
+	PublishNRT bool
 }
 
 // Plugin is the topology-aware NRI plugin.
@@ -73,7 +77,9 @@ type Plugin struct {
 	requests RequestBuilder
 	persist  *persister
 	reapply  *reapplier
-	classes  *classes.Tracker
+	// nrt publishes the NodeResourceTopology; nil: not published.
+	nrt     *nrt.Publisher
+	classes *classes.Tracker
 	// flagCheckpoint is the checkpoint in --state-dir.
 	flagCheckpoint *state.Checkpoint[Saved]
 
@@ -157,6 +163,9 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	p.persist = newPersister(cp, pools, placements, p.collect, p.retireMoved, deps.Log, p.metrics)
 	p.reapply = newReapplier(deps.Updater, p.currentUpdates, deps.Log, p.metrics)
 	p.unsolicited.Store(true)
+	if opts.PublishNRT {
+		p.nrt = p.connectNRT(deps)
+	}
 	return p, nil
 }
 
@@ -199,6 +208,9 @@ func (p *Plugin) Configure(data []byte, source string) error {
 // Close stops re-applying placements and writes the state a last time.
 func (p *Plugin) Close() error {
 	p.reapply.Close()
+	if p.nrt != nil {
+		p.nrt.Close()
+	}
 	if err := p.persist.Close(); err != nil {
 		return fmt.Errorf("close topology-aware plugin: %w", err)
 	}
@@ -378,7 +390,7 @@ func (p *Plugin) releasePodLocked(pod *api.PodSandbox) {
 		p.reapplyLocked(pl.ContainerID, logrus.Fields{"container_id": pl.ContainerID})
 	}
 	if held {
-		p.persist.Changed()
+		p.changed()
 		p.log.WithFields(logrus.Fields{"pod": pod.GetName(), "namespace": pod.GetNamespace(), "updated": len(changed)}).
 			Info("released the pod's reservation")
 	}
@@ -397,11 +409,20 @@ func (p *Plugin) releaseLocked(pod *api.PodSandbox, ctr *api.Container) []policy
 	delete(p.pending, ctr.GetId())
 	p.starts.forget(ctr.GetId())
 	p.classes.Forget(ctr.GetId())
-	p.persist.Changed()
+	p.changed()
 	p.log.WithFields(k8s.IdentityOf(pod, ctr).Fields()).WithFields(logrus.Fields{
 		"pool": pl.Pool, "cpus": pl.CPUs.String(), "mems": pl.Mems.String(), "updated": len(others),
 	}).Info("released container")
 	return others
+}
+
+// changed tells whoever publishes the state behind the handlers that it
+// changed: the checkpoint and records, and the NodeResourceTopology.
+func (p *Plugin) changed() {
+	p.persist.Changed()
+	if p.nrt != nil {
+		p.nrt.Changed()
+	}
 }
 
 // policyLocked returns the policy, which exists once the runtime has
@@ -417,7 +438,7 @@ func (p *Plugin) policyLocked() (*policy.Policy, error) {
 // (classes.Tracker.Set), if any.
 func (p *Plugin) granted(id k8s.Identity, what string, pl policy.Placement, updated int, classFields logrus.Fields) {
 	p.metrics.grants.WithLabelValues(string(pl.Pool)).Inc()
-	p.persist.Changed()
+	p.changed()
 	entry := p.log.WithFields(id.Fields()).WithFields(placementFields(pl)).WithFields(classFields).WithField("updated", updated)
 	if pl.Warning != "" {
 		// Allowed by the configuration, but not what the request asks.

@@ -124,7 +124,7 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 	placed := func(id string) bool { _, ok := pol.Placement(id); return ok }
 	p.starts.resync(placed, notStarted(ctrs), func(id string) bool { return resent[id] })
 	p.classes.Restore(saved.Classes, placed)
-	p.persist.Changed()
+	p.changed()
 	p.logRestore(report, saved.Snapshot, running, source)
 
 	return containerUpdates(report.Updates, mayFail), nil
