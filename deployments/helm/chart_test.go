@@ -28,6 +28,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
@@ -61,6 +62,10 @@ type rendered struct {
 	podMonitors     map[string]*monitoringv1.PodMonitor
 	rules           map[string]*monitoringv1.PrometheusRule
 	text            string // the documents, in file and then document order
+
+	// The NodeResourceTopology's (nodeResourceTopology.enabled).
+	clusterRoles map[string]*rbacv1.ClusterRole
+	crds         map[string]*apiextensionsv1.CustomResourceDefinition
 }
 
 // kubeVersion is the cluster's version the chart is rendered for: the
@@ -118,7 +123,8 @@ func renderCluster(t *testing.T, version string, apis []string, values map[strin
 		roleBindings: map[string]*rbacv1.RoleBinding{}, clusterBindings: map[string]*rbacv1.ClusterRoleBinding{}, jobs: map[string]*batchv1.Job{},
 		otherConfigMaps: map[string]*corev1.ConfigMap{}, services: map[string]*corev1.Service{},
 		serviceMonitors: map[string]*monitoringv1.ServiceMonitor{}, podMonitors: map[string]*monitoringv1.PodMonitor{},
-		rules: map[string]*monitoringv1.PrometheusRule{}}
+		rules:        map[string]*monitoringv1.PrometheusRule{},
+		clusterRoles: map[string]*rbacv1.ClusterRole{}, crds: map[string]*apiextensionsv1.CustomResourceDefinition{}}
 	var text strings.Builder
 	for _, name := range names {
 		if !strings.HasSuffix(name, ".yaml") {
@@ -207,6 +213,10 @@ func (r *rendered) decode(doc string) error {
 		return decodeNamed(doc, r.podMonitors)
 	case "monitoring.coreos.com/v1, Kind=PrometheusRule":
 		return decodeNamed(doc, r.rules)
+	case "rbac.authorization.k8s.io/v1, Kind=ClusterRole":
+		return decodeNamed(doc, r.clusterRoles)
+	case "apiextensions.k8s.io/v1, Kind=CustomResourceDefinition":
+		return decodeNamed(doc, r.crds)
 	default:
 		return fmt.Errorf("unexpected object %s", meta.GroupVersionKind())
 	}

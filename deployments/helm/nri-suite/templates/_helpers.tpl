@@ -37,12 +37,18 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- if and (eq .name "stats") (eq (index .root.Values.plugins .name).auth "webhook") }}true{{ end -}}
 {{- end -}}
 
+{{/* Whether topology-aware publishes the node's NodeResourceTopology. */}}
+{{- define "nri-suite.publishesNRT" -}}
+{{- if and (eq .name "topology-aware") .root.Values.nodeResourceTopology.enabled }}true{{ end -}}
+{{- end -}}
+
 {{/* Whether a plugin talks to the API server, and so has a service account
 with a token (rbac.yaml), each use with its own least privilege: to see its
-DaemonSet deleted at uninstall (uninstall.removeNodeState), or to review the
-requests to its endpoints (stats' auth webhook). */}}
+DaemonSet deleted at uninstall (uninstall.removeNodeState), to review the
+requests to its endpoints (stats' auth webhook), or to publish the node's
+NodeResourceTopology (topology-aware). */}}
 {{- define "nri-suite.usesAPI" -}}
-{{- if or .root.Values.uninstall.removeNodeState (include "nri-suite.reviewsRequests" .) }}true{{ end -}}
+{{- if or .root.Values.uninstall.removeNodeState (include "nri-suite.reviewsRequests" .) (include "nri-suite.publishesNRT" .) }}true{{ end -}}
 {{- end -}}
 
 {{/* Every container: root (the NRI socket is root's) with no capability,
