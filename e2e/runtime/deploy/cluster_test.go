@@ -88,6 +88,7 @@ var clusterScenarios = []clusterScenario{
 	{"refusals", false, refusals},
 	{"in-place resize", false, resize},
 	{"jobs with sidecars", false, jobs},
+	{"node resource topology", false, nodeResourceTopology},
 	{"bad values", true, badValues},
 	{"bad config", true, badConfig},
 	{"API server restart", true, apiServerRestart},

@@ -113,6 +113,9 @@ func values(p paths, plugins []string) map[string]any {
 			// with a certificate of the cluster's CA.
 			"stats": map[string]any{"hostNetwork": true, "tlsSecret": StatsTLSSecret},
 		},
+		// topology-aware publishes the node's NodeResourceTopology, with
+		// the CRD (the node resource topology scenario).
+		"nodeResourceTopology": map[string]any{"enabled": true},
 	}
 	// The sandbox's node has 2 CPUs: the plugins request none, so that a
 	// pod may ask for all of them and topology-aware, not the kubelet's

@@ -24,6 +24,7 @@ func TestValues(t *testing.T) {
 image: {pullPolicy: Never}
 nri: {socketDir: /sb/nri}
 cdiSpecDirs: [/sb/cdi, /sb/cdi-run]
+nodeResourceTopology: {enabled: true}
 plugins:
   sidecar-order:
     helperDir: /sb/helper
