@@ -31,6 +31,10 @@ const (
 	// maxBackoff, whatever the churn.
 	minBackoff = 500 * time.Millisecond
 	maxBackoff = 30 * time.Second
+	// resyncPeriod is how often the object is compared with the state
+	// without a change: one that was edited or deleted by someone else is
+	// put back, at the cost of one GET per node per period.
+	resyncPeriod = time.Minute
 )
 
 // Publisher keeps the node's NodeResourceTopology in line with the
@@ -116,16 +120,22 @@ func (p *Publisher) Delete(ctx context.Context) error {
 }
 
 // run publishes publishDelay after changes pause (maxPublishDelay after
-// the first unpublished one at the latest), and after a failure again with
-// a backoff, whatever changes meanwhile.
+// the first unpublished one at the latest), after a failure again with a
+// backoff, whatever changes meanwhile, and every resyncPeriod besides.
 func (p *Publisher) run() {
 	defer close(p.stopped)
 	timer := time.NewTimer(0)
 	timer.Stop()
+	resync := time.NewTicker(resyncPeriod)
+	defer resync.Stop()
 	var dirtySince time.Time // the first change not published; zero: none
 	var backoff time.Duration
 	for {
 		select {
+		case <-resync.C:
+			if backoff == 0 && dirtySince.IsZero() {
+				timer.Reset(0)
+			}
 		case <-p.changed:
 			now := time.Now()
 			if dirtySince.IsZero() {
