@@ -68,7 +68,7 @@ weaken:
 		{name: "namespace path and remove", config: "weaken: {namespaces: [{type: ipc, path: /x, remove: true}]}\n",
 			wantErr: "ipc: expected either a path or remove: true"},
 		{name: "bad device type", config: "weaken: {devices: [{path: /dev/x, type: z}]}\n", wantErr: `"/dev/x" type "z"`},
-		{name: "unknown key", config: "weaken: {seccompPolicy: true}\n", wantErr: `unknown key "seccompPolicy"`},
+		{name: "unknown key", config: "weaken: {seccompPolicy: true}\n", wantErr: `unknown key "weaken.seccompPolicy"`},
 		{name: "routes to the host", config: routes, pod: "victim",
 			check: func(t *testing.T, adjust *api.ContainerAdjustment) {
 				seccomp := adjust.GetLinux().GetSeccompPolicy()

@@ -60,7 +60,7 @@ policy:
 				Policy: Policy{Default: Rule{CDI: []string{}}, Namespaces: map[string]Rule{}}},
 		},
 		{name: "unknown key", data: "modes: plugin\n", wantErr: []string{"test.yaml", `unknown key "modes"`}},
-		{name: "unknown policy key", data: "policy:\n  default:\n    devices: []\n", wantErr: []string{`unknown key "devices"`}},
+		{name: "unknown policy key", data: "policy:\n  default:\n    devices: []\n", wantErr: []string{`unknown key "policy.default.devices"`}},
 		{name: "bad mode", data: "mode: cdi\n", wantErr: []string{"mode", `"cdi"`, "expected one of runtime, plugin, auto"}},
 		{name: "bad unhealthy action", data: "unhealthy-action: ignore\n", wantErr: []string{"unhealthy-action", `"ignore"`, "fail, warn"}},
 		{name: "bad health interval", data: "health-interval: often\n", wantErr: []string{"health-interval", `"often"`, "duration such as 2s"}},

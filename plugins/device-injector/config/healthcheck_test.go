@@ -88,7 +88,7 @@ func TestParseHealthChecksErrors(t *testing.T) {
 		{"second check named", "health-checks:\n- devices: [\"a.com/b=*\"]\n  command: [/bin/true]\n- devices: []\n  command: [/bin/true]\n",
 			[]string{"health-checks[1].devices"}},
 		{"unknown key", "health-checks:\n- devices: [\"a.com/b=*\"]\n  cmd: [/bin/true]\n",
-			[]string{"test.yaml", `unknown key "cmd"`}},
+			[]string{"test.yaml", `unknown key "health-checks[0].cmd"`}},
 		{"concurrency zero", "health-check-concurrency: 0\n",
 			[]string{"health-check-concurrency", "0", "expected 1 to 64"}},
 	} {

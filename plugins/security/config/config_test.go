@@ -193,7 +193,7 @@ func TestParseErrors(t *testing.T) {
 			`rules.sysctls.namespaces.prod: empty value: expected one of enforce, audit, off`},
 		{"bad override namespace", "rules: {sysctls: {namespaces: {Prod: audit}}}\n",
 			`rules.sysctls.namespaces: "Prod": expected a Kubernetes namespace name`},
-		{"unknown key", "seccomp: {profile-directory: /x}\n", `line 1: unknown key "profile-directory"`},
+		{"unknown key", "seccomp: {profile-directory: /x}\n", `line 1: unknown key "seccomp.profile-directory"`},
 		{"relative profile dir", "seccomp: {profile-dir: profiles}\n",
 			`seccomp.profile-dir: "profiles": expected an absolute path`},
 		{"system profile dir", "seccomp: {profile-dir: /etc}\n",
