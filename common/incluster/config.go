@@ -3,8 +3,10 @@ package incluster
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -29,7 +31,8 @@ func Config(kubeconfig string) (*rest.Config, error) {
 		}
 	default:
 		config, err = rest.InClusterConfig()
-		if errors.Is(err, rest.ErrNotInCluster) {
+		// Outside a pod, or in one without a service account token.
+		if errors.Is(err, rest.ErrNotInCluster) || errors.Is(err, fs.ErrNotExist) {
 			return nil, ErrNoAPI
 		}
 		if err != nil {
@@ -38,4 +41,17 @@ func Config(kubeconfig string) (*rest.Config, error) {
 	}
 	config.Timeout = requestTimeout
 	return config, nil
+}
+
+// ClientFor is a client of Config(kubeconfig).
+func ClientFor(kubeconfig string) (kubernetes.Interface, error) {
+	config, err := Config(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("client of the API server %s: %w", config.Host, err)
+	}
+	return client, nil
 }
