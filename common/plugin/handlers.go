@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-suite/nri-suite/common/apievents"
 	"github.com/nri-suite/nri-suite/common/fsread"
 )
 
@@ -21,12 +22,13 @@ var errShuttingDown = fmt.Errorf("plugin is shutting down")
 // the plugin what the plugin implements, and makes each call panic-safe and measured.
 // Configure returns the plugin's own event mask, so the runtime sends nothing else.
 type wrapper struct {
-	plugin  any
-	name    string
-	events  api.EventMask
-	log     *logrus.Entry
-	metrics *runnerMetrics
-	status  *status
+	plugin   any
+	name     string
+	events   api.EventMask
+	log      *logrus.Entry
+	metrics  *runnerMetrics
+	status   *status
+	recorder *apievents.Recorder // nil: no API server
 	// closing is read-held by every running handler; drain write-locks it so that
 	// Close never runs beside a handler. It is never unlocked again.
 	closing sync.RWMutex
@@ -37,7 +39,8 @@ type wrapper struct {
 const configureEvent = "Configure"
 
 // call runs fn as the handler of event for the given pod and container (either may be
-// nil): it recovers a panic into an error, counts the outcome and times the call.
+// nil): it recovers a panic into an error, counts the outcome and times the call, and
+// posts a refusal of the container as an Event on its pod.
 func (w *wrapper) call(event string, pod *api.PodSandbox, ctr *api.Container, fn func() error) (err error) {
 	if !w.closing.TryRLock() {
 		return errShuttingDown
@@ -63,6 +66,9 @@ func (w *wrapper) call(event string, pod *api.PodSandbox, ctr *api.Container, fn
 			if event != configureEvent {
 				log.WithError(err).Warn("handler failed")
 			}
+		}
+		if err != nil {
+			w.postRefusal(event, pod, ctr, err)
 		}
 		w.metrics.requests.WithLabelValues(event, outcome).Inc()
 		w.metrics.duration.WithLabelValues(event).Observe(time.Since(start).Seconds())

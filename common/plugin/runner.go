@@ -43,6 +43,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/protobuf/encoding/protowire"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nri-suite/nri-suite/common/apievents"
 )
 
 const (
@@ -94,6 +97,13 @@ type Deps struct {
 	// Kubeconfig reaches the API server (--kubeconfig); empty: the pod's service
 	// account.
 	Kubeconfig string
+	// Events posts Events about pods to the API server without waiting; nil
+	// (no API server, or --api-events=false) posts nothing, and is safe to
+	// call. The runner itself posts every refusal of a container (NRIRefused).
+	Events *apievents.Recorder
+	// APIClient is a client of the API server for what the plugin reports
+	// besides Events (device-injector's node condition); nil when Events is.
+	APIClient kubernetes.Interface
 }
 
 // Updater requests unsolicited container updates from the runtime.
@@ -123,6 +133,10 @@ type Runner struct {
 	// leaving asks, at a stop on a signal, whether the plugin leaves the node for
 	// good (leaveNode); nil without --daemonset.
 	leaving leavingFunc
+	// events writes the Events posted (refusals, the plugin's own) while Run
+	// runs; nil without an API server, noAPI then saying why.
+	events *apievents.Recorder
+	noAPI  string
 
 	mu       sync.Mutex
 	httpAddr string
@@ -150,6 +164,10 @@ func New(s Settings, factory Factory) (*Runner, error) {
 
 	namespace := MetricsNamespace(r.settings.Plugin)
 	r.registry, r.metrics = newRegistry(namespace)
+	client, err := r.connectAPI(namespace)
+	if err != nil {
+		return nil, err
+	}
 
 	r.plugin, err = factory(Deps{
 		Name:             r.settings.Name,
@@ -162,6 +180,8 @@ func New(s Settings, factory Factory) (*Runner, error) {
 		NotReady:         r.status.hold,
 		NodeName:         r.settings.NodeName,
 		Kubeconfig:       r.settings.Kubeconfig,
+		Events:           r.events,
+		APIClient:        client,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create plugin %s: %w", r.settings.Name, err)
@@ -171,12 +191,13 @@ func New(s Settings, factory Factory) (*Runner, error) {
 		return nil, err
 	}
 	r.wrapper = &wrapper{
-		plugin:  r.plugin,
-		name:    r.settings.Name,
-		events:  events,
-		log:     r.log,
-		metrics: r.metrics,
-		status:  &r.status,
+		plugin:   r.plugin,
+		name:     r.settings.Name,
+		events:   events,
+		log:      r.log,
+		metrics:  r.metrics,
+		status:   &r.status,
+		recorder: r.events,
 	}
 	if err := r.loadConfigFile(); err != nil {
 		return nil, err
@@ -267,6 +288,7 @@ func (r *Runner) HTTPAddr() string {
 // instance when it comes back. Run may be called once.
 func (r *Runner) Run(ctx context.Context) error {
 	// The plugin is closed however Run ends: the factory may have opened resources.
+	r.startAPI(ctx)
 	stopHTTP, serveErr := r.startHTTP()
 	if serveErr == nil {
 		serveErr = r.waitForConfig(ctx)

@@ -51,8 +51,11 @@ func newRecorder() (*recorder, Factory) {
 }
 
 func (p *recorder) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	if ctr.GetName() == "boom" {
+	switch ctr.GetName() {
+	case "boom":
 		_ = ctr.GetArgs()[1] // a genuine bug: the container has no arguments
+	case "refused":
+		return nil, nil, errors.New("test-plugin: container " + ctr.GetId() + " refused")
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

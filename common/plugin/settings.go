@@ -48,6 +48,10 @@ type Settings struct {
 	// Kubeconfig is a kubeconfig file for the API server (--kubeconfig); empty
 	// means the pod's service account.
 	Kubeconfig string
+	// APIEvents posts Events about pods (refusals, device health) and
+	// device-injector's node condition to the API server, when the plugin
+	// can reach it (--api-events).
+	APIEvents bool
 	// LogOutput receives the logs; nil means stderr.
 	LogOutput io.Writer
 }
@@ -62,6 +66,7 @@ func DefaultSettings(plugin string) Settings {
 		LogFormat:  "text",
 		SharedDir:  state.DefaultDir,
 		NodeName:   os.Getenv("NODE_NAME"),
+		APIEvents:  true,
 	}
 }
 
@@ -77,6 +82,7 @@ func (s *Settings) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.SharedDir, "shared-dir", s.SharedDir, "node-local state shared between the suite's plugins; empty disables")
 	fs.StringVar(&s.NodeName, "node-name", s.NodeName, "the node's name, for the API server (default $NODE_NAME)")
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig of the API server; empty: the pod's service account")
+	fs.BoolVar(&s.APIEvents, "api-events", s.APIEvents, "post Events about pods (refusals, device health) and device-injector's node condition to the API server, when there is one (--kubeconfig or the pod's service account)")
 	fs.StringVar(&s.DaemonSet, "daemonset", s.DaemonSet, "namespace/name of the DaemonSet running the plugin: stopped while it is deleted (uninstall), the plugin removes its node state; empty never asks")
 }
 
