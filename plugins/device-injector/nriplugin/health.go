@@ -99,7 +99,9 @@ func (p *Plugin) untrack(containerID string) {
 // healthChecked runs in the monitor's goroutine after every round. It logs
 // and publishes the devices' health when it changed, and the record of every
 // container whose devices' health changed. A record that could not be
-// written before is written again here, every round, until it is.
+// written before is written again here, every round, until it is. It tells
+// the API server (report): Events on the pods whose devices changed, the
+// node's condition.
 func (p *Plugin) healthChecked(devices map[string]state.DeviceHealth, changed bool) {
 	if changed {
 		for id, h := range devices {
@@ -115,6 +117,7 @@ func (p *Plugin) healthChecked(devices map[string]state.DeviceHealth, changed bo
 			p.recordError("publish device health", err)
 		}
 	}
+	p.report(devices)
 	p.ctrMu.Lock()
 	defer p.ctrMu.Unlock()
 	for _, c := range p.containers {

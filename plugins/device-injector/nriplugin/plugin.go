@@ -24,6 +24,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/common/k8s"
+	"github.com/nri-suite/nri-suite/common/nodecondition"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/common/state"
@@ -50,6 +51,7 @@ type Plugin struct {
 	ctrHealth *state.Records[state.ContainerHealth]  // nil: sharing disabled
 	sysfsRoot string
 	monitor   *health.Monitor
+	api       apiReport
 	// devHealthStale: the device health record failed to be written; only
 	// the monitor's goroutine uses it.
 	devHealthStale bool
@@ -93,11 +95,23 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		p.resolver.Close()
 		return nil, fmt.Errorf("create device-injector plugin: register metrics: %w", err)
 	}
+	p.api = apiReport{events: deps.Events, reported: map[string]state.DeviceHealth{}}
+	switch {
+	case deps.APIClient != nil && deps.NodeName == "":
+		p.log.Warn("no --node-name (nor $NODE_NAME): no " + string(ConditionDevicesHealthy) + " condition on the node")
+	case deps.APIClient != nil:
+		p.api.condition = nodecondition.New(deps.APIClient, deps.NodeName, ConditionDevicesHealthy, deps.Log)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	p.stop, p.stopped = stop, make(chan struct{})
 	go func() {
 		defer close(p.stopped)
+		var wg sync.WaitGroup
+		if p.api.condition != nil {
+			wg.Go(func() { p.api.condition.Run(ctx) })
+		}
 		p.monitor.Run(ctx, p.healthChecked)
+		wg.Wait()
 	}()
 	return p, nil
 }
