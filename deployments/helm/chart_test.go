@@ -63,7 +63,8 @@ type rendered struct {
 	rules           map[string]*monitoringv1.PrometheusRule
 	text            string // the documents, in file and then document order
 
-	// The NodeResourceTopology's (nodeResourceTopology.enabled).
+	// The NodeResourceTopology's (nodeResourceTopology.enabled) and the
+	// Events' (kubeAPI.events).
 	clusterRoles map[string]*rbacv1.ClusterRole
 	crds         map[string]*apiextensionsv1.CustomResourceDefinition
 }
@@ -120,7 +121,8 @@ func renderCluster(t *testing.T, version string, apis []string, values map[strin
 	})
 	r := &rendered{daemonSets: map[string]*appsv1.DaemonSet{}, configMaps: map[string]*corev1.ConfigMap{},
 		serviceAccounts: map[string]*corev1.ServiceAccount{}, roles: map[string]*rbacv1.Role{},
-		roleBindings: map[string]*rbacv1.RoleBinding{}, clusterBindings: map[string]*rbacv1.ClusterRoleBinding{}, jobs: map[string]*batchv1.Job{},
+		roleBindings:    map[string]*rbacv1.RoleBinding{},
+		clusterBindings: map[string]*rbacv1.ClusterRoleBinding{}, jobs: map[string]*batchv1.Job{},
 		otherConfigMaps: map[string]*corev1.ConfigMap{}, services: map[string]*corev1.Service{},
 		serviceMonitors: map[string]*monitoringv1.ServiceMonitor{}, podMonitors: map[string]*monitoringv1.PodMonitor{},
 		rules:        map[string]*monitoringv1.PrometheusRule{},

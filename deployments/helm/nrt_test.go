@@ -19,7 +19,9 @@ func TestChartNodeResourceTopologyOff(t *testing.T) {
 	r, err := render(t, nil)
 	require.NoError(t, err)
 	assert.Empty(t, r.crds)
-	assert.Empty(t, r.clusterRoles)
+	for name := range r.clusterRoles {
+		assert.NotContains(t, name, "noderesourcetopology")
+	}
 	for name := range r.clusterBindings {
 		assert.NotContains(t, name, "noderesourcetopology")
 	}
@@ -49,7 +51,15 @@ func TestChartNodeResourceTopology(t *testing.T) {
 	assert.Equal(t, "nri-suite", crd.Labels["app.kubernetes.io/part-of"])
 
 	const name = "nri-suite-topology-aware:noderesourcetopology"
-	assert.Equal(t, []string{name}, slices.Sorted(maps.Keys(r.clusterRoles)))
+	var nrtRoles []string // the others are kubeAPI.events' (kubeapi_test.go)
+	for n, role := range r.clusterRoles {
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.Resources, "noderesourcetopologies") {
+				nrtRoles = append(nrtRoles, n)
+			}
+		}
+	}
+	assert.Equal(t, []string{name}, nrtRoles)
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"topology.node.k8s.io"}, Resources: []string{"noderesourcetopologies"}, Verbs: []string{"get", "create", "update", "delete"}},
@@ -70,13 +80,15 @@ func TestChartNodeResourceTopology(t *testing.T) {
 	}
 }
 
-// Without the node-state removal, topology-aware still gets a service
-// account with a token for the publishing, and only that binding; the CRD
-// is left to whoever installs it when installCRD is false.
+// Without the node-state removal (and the Events, kubeapi_test.go),
+// topology-aware still gets a service account with a token for the
+// publishing, and only that binding; the CRD is left to whoever installs it
+// when installCRD is false.
 func TestChartNodeResourceTopologyAlone(t *testing.T) {
 	r, err := render(t, map[string]any{
 		"nodeResourceTopology": map[string]any{"enabled": true, "installCRD": false},
 		"uninstall":            map[string]any{"removeNodeState": false},
+		"kubeAPI":              map[string]any{"events": false},
 	})
 	require.NoError(t, err)
 	assert.Empty(t, r.crds)

@@ -68,9 +68,11 @@ func TestChartUninstall(t *testing.T) {
 
 // uninstall.removeNodeState false: no hook, no Role to read a DaemonSet,
 // and the plugins never ask; only stats, which reviews the requests to its
-// endpoints (auth webhook), keeps a service account, with that one binding.
+// endpoints (auth webhook), keeps a service account, with that one binding
+// (with kubeAPI.events off, which gives every plugin one: kubeapi_test.go).
 func TestChartUninstallKeepsNodeState(t *testing.T) {
-	r, err := render(t, map[string]any{"uninstall": map[string]any{"removeNodeState": false}})
+	noEvents := map[string]any{"events": false}
+	r, err := render(t, map[string]any{"uninstall": map[string]any{"removeNodeState": false}, "kubeAPI": noEvents})
 	require.NoError(t, err)
 	assert.Empty(t, r.jobs)
 	assert.Empty(t, r.roles)
@@ -92,7 +94,7 @@ func TestChartUninstallKeepsNodeState(t *testing.T) {
 		assert.Empty(t, spec.ServiceAccountName)
 	}
 
-	r, err = render(t, map[string]any{"uninstall": map[string]any{"removeNodeState": false},
+	r, err = render(t, map[string]any{"uninstall": map[string]any{"removeNodeState": false}, "kubeAPI": noEvents,
 		"plugins": map[string]any{"stats": map[string]any{"auth": "none"}}})
 	require.NoError(t, err)
 	assert.Empty(t, r.serviceAccounts, "no plugin uses the API")

@@ -45,10 +45,11 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{/* Whether a plugin talks to the API server, and so has a service account
 with a token (rbac.yaml), each use with its own least privilege: to see its
 DaemonSet deleted at uninstall (uninstall.removeNodeState), to review the
-requests to its endpoints (stats' auth webhook), or to publish the node's
-NodeResourceTopology (topology-aware). */}}
+requests to its endpoints (stats' auth webhook), to publish the node's
+NodeResourceTopology (topology-aware), or to post Events and
+device-injector's node condition (kubeAPI.events, kubeapi-rbac.yaml). */}}
 {{- define "nri-suite.usesAPI" -}}
-{{- if or .root.Values.uninstall.removeNodeState (include "nri-suite.reviewsRequests" .) (include "nri-suite.publishesNRT" .) }}true{{ end -}}
+{{- if or .root.Values.uninstall.removeNodeState (include "nri-suite.reviewsRequests" .) (include "nri-suite.publishesNRT" .) .root.Values.kubeAPI.events }}true{{ end -}}
 {{- end -}}
 
 {{/* Every container: root (the NRI socket is root's) with no capability,
