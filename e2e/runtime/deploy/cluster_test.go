@@ -86,6 +86,7 @@ type clusterScenario struct {
 // clusterScenarios run in this order after the deploy scenario.
 var clusterScenarios = []clusterScenario{
 	{"refusals", false, refusals},
+	{"device health", false, deviceHealth},
 	{"in-place resize", false, resize},
 	{"jobs with sidecars", false, jobs},
 	{"node resource topology", false, nodeResourceTopology},

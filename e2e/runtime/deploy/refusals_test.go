@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 )
@@ -116,13 +117,14 @@ func refusedPod(name string, annotations map[string]string) *corev1.Pod {
 }
 
 // requireRefused creates pod and requires that its creation is refused with
-// a Failed event naming every want, seen through the API and in `kubectl
-// describe pod`, and that its container waits in CreateContainerError (the
-// STATUS of `kubectl get pods`) with the same message; the pod is removed
-// when t ends.
+// a Failed event naming every want, and the refusing plugin's own NRIRefused
+// event naming them too, seen through the API and in `kubectl describe
+// pod`, and that its container waits in CreateContainerError (the STATUS of
+// `kubectl get pods`) with the same message; the pod is removed when t ends.
 func requireRefused(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, pod *corev1.Pod, want ...string) {
 	writePod(ctx, t, sb, pod)
 	requireEvent(ctx, t, sb, pod.Namespace, pod.Name, "Failed", want...)
+	requireEvent(ctx, t, sb, pod.Namespace, pod.Name, plugin.ReasonRefused, want...)
 	require.NoError(t, poll(ctx, func() error {
 		current, err := sb.Client().CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
