@@ -25,10 +25,15 @@ const (
 	maxListed = 10
 )
 
+// eventPoster posts Events about pods (an *apievents.Recorder).
+type eventPoster interface {
+	Post(pod apievents.PodRef, eventType, reason, message string)
+}
+
 // apiReport turns the health rounds into Events and the node's condition.
 // Only the monitor's goroutine uses it, after a round: never an NRI request.
 type apiReport struct {
-	events    *apievents.Recorder           // nil: no API server
+	events    eventPoster                   // nil: no API server
 	condition *nodecondition.Setter         // nil: no API server or node name
 	reported  map[string]state.DeviceHealth // the last health told of each device that was not Healthy
 }

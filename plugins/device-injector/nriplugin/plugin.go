@@ -95,7 +95,10 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		p.resolver.Close()
 		return nil, fmt.Errorf("create device-injector plugin: register metrics: %w", err)
 	}
-	p.api = apiReport{events: deps.Events, reported: map[string]state.DeviceHealth{}}
+	p.api = apiReport{reported: map[string]state.DeviceHealth{}}
+	if deps.Events != nil {
+		p.api.events = deps.Events
+	}
 	switch {
 	case deps.APIClient != nil && deps.NodeName == "":
 		p.log.Warn("no --node-name (nor $NODE_NAME): no " + string(ConditionDevicesHealthy) + " condition on the node")
