@@ -2,9 +2,12 @@ package main_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -91,4 +94,42 @@ func TestFIFOInSpecDirectory(t *testing.T) {
 	require.True(t, lateDevice(), "specs are read at start despite the FIFO")
 	assert.Contains(t, n.plugin.Log(), "CDI spec error")
 	assert.Contains(t, n.plugin.Log(), "reading "+fifo+": it is a named pipe (FIFO): not a regular file")
+}
+
+// TestHangingAPIServer: with an API server that accepts connections and
+// never answers, every refusal is still the plugin's own error (a handler
+// waiting for the API server would miss NRI's 2 s deadline: the runtime
+// would fail the creation with its timeout, then drop the plugin and create
+// the next containers without it), and containers asking for a device still
+// get it. The plugin did try the API server: it has requests hanging there.
+func TestHangingAPIServer(t *testing.T) {
+	var requests atomic.Int64
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, fmt.Appendf(nil, "apiVersion: v1\nkind: Config\n"+
+		"clusters: [{name: c, cluster: {server: %q}}]\nusers: [{name: u, user: {}}]\n"+
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n", srv.URL), 0o600))
+
+	n := startNode(t, "mode: plugin\n", map[string]string{"example.yaml": exampleSpec}, "--kubeconfig", kubeconfig, "--node-name", "node-1")
+	for i := range 30 {
+		name := fmt.Sprint("refused-", i)
+		p := n.rt.NewPod(t, harness.ParsePod(t, podYAML(name, "    devices.nri-suite.io: '[{path: /dev/full}]'", "app")))
+		err := n.rt.StartPod(p)
+		require.ErrorContains(t, err, "device-injector: container default/"+name+"/app: ")
+		require.ErrorContains(t, err, "policy.device-paths allows nothing")
+	}
+	app := n.rt.RunPod(t, harness.ParsePod(t, podYAML("served", askNull, "app"))).Container("app")
+	app.RequireDevice(t, "/dev/example-null")
+	require.Eventually(t, func() bool { return requests.Load() > 0 }, 30*time.Second, 10*time.Millisecond,
+		"the plugin asks the API server (Events, the node's condition)")
+	assert.NotContains(t, n.plugin.Log(), "no API server")
 }

@@ -56,10 +56,11 @@ type node struct {
 }
 
 // startNode starts a runtime and the plugin on a spec directory holding
-// specs (file name -> content) and a sysfs tree where 1:3 is on NUMA node 1.
-// The runtime resolves CDI devices the plugin hands it with the CDI library
-// on the same directory, as containerd does.
-func startNode(t testing.TB, config string, specs map[string]string) *node {
+// specs (file name -> content) and a sysfs tree where 1:3 is on NUMA node 1,
+// with the plugin's further args. The runtime resolves CDI devices the
+// plugin hands it with the CDI library on the same directory, as containerd
+// does.
+func startNode(t testing.TB, config string, specs map[string]string, args ...string) *node {
 	t.Helper()
 	n := &node{specDir: t.TempDir()}
 	for name, content := range specs {
@@ -78,7 +79,7 @@ func startNode(t testing.TB, config string, specs map[string]string) *node {
 	}))
 	n.plugin = n.rt.StartPlugin(t, harness.BuildPlugin(t, pluginPkg), "10", "device-injector",
 		harness.WithConfig(fmt.Sprintf("spec-dirs: [%s]\n%s", n.specDir, config)),
-		harness.WithArgs("--log-level", "debug", "--http-addr", "127.0.0.1:0", "--sysfs-root", sysfs))
+		harness.WithArgs(append([]string{"--log-level", "debug", "--http-addr", "127.0.0.1:0", "--sysfs-root", sysfs}, args...)...))
 	n.records, err = state.ContainerDeviceRecords(n.rt.SharedDir())
 	require.NoError(t, err)
 	return n
