@@ -22,6 +22,10 @@
 // kills them when it stops and launches a fresh instance when it starts, so when the
 // connection closes the runner closes the plugin and Run returns nil (exit status 0).
 // The runtime discards their output, so Main logs to a file in PreRegisteredLogDir.
+// Where the plugin reaches an API server (--kubeconfig or the pod's service account,
+// --api-events), every refusal of a container becomes a Warning Event NRIRefused on
+// its pod, posted without waiting for the server (common/apievents; api.go); without
+// one the plugin says so once and works as before.
 package plugin
 
 import (
