@@ -99,6 +99,25 @@ func (s *Setter) Run(ctx context.Context) {
 	}
 }
 
+// Remove deletes the condition from the node's status (a strategic merge
+// patch's delete directive), for a plugin leaving the node for good, so
+// that no condition stays that nobody keeps any longer. The caller bounds
+// it with ctx; Run must have stopped.
+func (s *Setter) Remove(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{
+		{"type": s.typ, "$patch": "delete"}}}})
+	if err != nil {
+		return err
+	}
+	if _, err := s.client.CoreV1().Nodes().PatchStatus(ctx, s.node, patch); err != nil {
+		return fmt.Errorf("removing condition %s from node %s: %w", s.typ, s.node, err)
+	}
+	return nil
+}
+
 // write patches the node's status with c.
 func (s *Setter) write(ctx context.Context, c Condition) error {
 	node, err := s.client.CoreV1().Nodes().Get(ctx, s.node, metav1.GetOptions{})

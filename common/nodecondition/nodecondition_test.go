@@ -136,3 +136,23 @@ func TestNilSetter(t *testing.T) {
 	var s *Setter
 	assert.NotPanics(t, func() { s.Set(Condition{Status: corev1.ConditionTrue}) })
 }
+
+// Remove sends the strategic merge patch's delete directive for the
+// condition's type, which leaves the node's other conditions alone.
+func TestRemove(t *testing.T) {
+	var body string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		body = r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type") + " " + string(b)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"node-1"}}`))
+	}))
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	s := New(client, "node-1", "NRIDevicesHealthy", logrus.NewEntry(logrus.New()))
+	require.NoError(t, s.Remove(context.Background()))
+	assert.Equal(t, `PATCH /api/v1/nodes/node-1/status application/strategic-merge-patch+json `+
+		`{"status":{"conditions":[{"$patch":"delete","type":"NRIDevicesHealthy"}]}}`, body)
+	assert.NoError(t, (*Setter)(nil).Remove(context.Background()))
+}

@@ -97,6 +97,11 @@ func helmLifecycle(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, chart
 		assert.Empty(t, left, "the plugins' node state is gone")
 		assert.DirExists(t, inUse, "the coordination directory of a running pod stays")
 		assert.NoFileExists(t, filepath.Join(sb.Dir(), "sidecar-helper", "nri-sidecar-helper"), "sidecar-order's helper is gone from the host")
+		node, err := sb.Client().CoreV1().Nodes().Get(ctx, sb.NodeName(), metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, c := range node.Status.Conditions {
+			assert.NotEqual(t, conditionType, string(c.Type), "device-injector takes its node condition with it")
+		}
 	})
 }
 
