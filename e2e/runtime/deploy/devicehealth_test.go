@@ -64,18 +64,36 @@ func deviceHealth(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 
 	broken := time.Now()
 	require.NoError(t, os.Remove(healthNode))
-	event := waitHealthEvent(ctx, t, sb, running, "DeviceUnhealthy", corev1.EventTypeWarning,
-		"device "+healthDevice+" is Unhealthy: device node "+healthNode+" is missing")
-	condition := requireCondition(ctx, t, sb, corev1.ConditionFalse, healthDevice+" is Unhealthy: device node "+healthNode+" is missing")
-	t.Logf("device broken: DeviceUnhealthy Event after %s, %s=False after %s",
-		event.Sub(broken).Round(10*time.Millisecond), conditionType, condition.Sub(broken).Round(10*time.Millisecond))
+	event, condition := seen(ctx, t, sb, running, broken, "DeviceUnhealthy", corev1.EventTypeWarning,
+		"device "+healthDevice+" is Unhealthy: device node "+healthNode+" is missing",
+		corev1.ConditionFalse, healthDevice+" is Unhealthy: device node "+healthNode+" is missing")
+	t.Logf("device broken: DeviceUnhealthy Event after %s, %s=False after %s", event, conditionType, condition)
 
 	mended := time.Now()
 	makeNode(t)
-	event = waitHealthEvent(ctx, t, sb, running, "DeviceRecovered", corev1.EventTypeNormal, "device "+healthDevice+" is Healthy again")
-	condition = requireCondition(ctx, t, sb, corev1.ConditionTrue, "")
-	t.Logf("device mended: DeviceRecovered Event after %s, %s=True after %s",
-		event.Sub(mended).Round(10*time.Millisecond), conditionType, condition.Sub(mended).Round(10*time.Millisecond))
+	event, condition = seen(ctx, t, sb, running, mended, "DeviceRecovered", corev1.EventTypeNormal,
+		"device "+healthDevice+" is Healthy again", corev1.ConditionTrue, "")
+	t.Logf("device mended: DeviceRecovered Event after %s, %s=True after %s", event, conditionType, condition)
+}
+
+// seen waits, at once, for the Event (reason, eventType, a message
+// containing wantEvent) on pod and for the node's condition (status, a
+// message containing wantCondition), and returns how long after since each
+// was first seen.
+func seen(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, pod *corev1.Pod, since time.Time, reason, eventType, wantEvent string,
+	status corev1.ConditionStatus, wantCondition string) (event, condition time.Duration) {
+	var eventErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		eventErr = waitHealthEvent(ctx, sb, pod, reason, eventType, wantEvent)
+		event = time.Since(since).Round(10 * time.Millisecond)
+	}()
+	requireCondition(ctx, t, sb, status, wantCondition)
+	condition = time.Since(since).Round(10 * time.Millisecond)
+	<-done
+	require.NoError(t, eventErr)
+	return event, condition
 }
 
 // makeNode makes the device's node, /dev/null's twin.
@@ -84,10 +102,10 @@ func makeNode(t *testing.T) {
 }
 
 // waitHealthEvent waits for the Event of reason and type on pod whose
-// message contains want, and returns when it was first seen.
-func waitHealthEvent(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, pod *corev1.Pod, reason, eventType, want string) time.Time {
+// message contains want.
+func waitHealthEvent(ctx context.Context, sb *sandbox.Sandbox, pod *corev1.Pod, reason, eventType, want string) error {
 	selector := fields.Set{"involvedObject.uid": string(pod.UID), "reason": reason}.String()
-	require.NoError(t, poll(ctx, func() error {
+	return poll(ctx, func() error {
 		events, err := sb.Client().CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: selector})
 		if err != nil {
 			return err
@@ -98,13 +116,12 @@ func waitHealthEvent(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, pod
 			}
 		}
 		return fmt.Errorf("no %s event of pod %s/%s names %q yet (events: %v)", reason, pod.Namespace, pod.Name, want, messages(events.Items))
-	}))
-	return time.Now()
+	})
 }
 
 // requireCondition waits until the node's NRIDevicesHealthy condition has
-// status and a message containing want, and returns when it was first seen.
-func requireCondition(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, status corev1.ConditionStatus, want string) time.Time {
+// status and a message containing want.
+func requireCondition(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, status corev1.ConditionStatus, want string) {
 	require.NoError(t, poll(ctx, func() error {
 		node, err := sb.Client().CoreV1().Nodes().Get(ctx, sb.NodeName(), metav1.GetOptions{})
 		if err != nil {
@@ -120,5 +137,4 @@ func requireCondition(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, st
 		}
 		return fmt.Errorf("node %s has no %s condition yet", node.Name, conditionType)
 	}))
-	return time.Now()
 }
