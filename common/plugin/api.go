@@ -54,14 +54,24 @@ func (r *Runner) connectAPI(namespace string) (kubernetes.Interface, error) {
 	return client, nil
 }
 
-// startAPI starts writing the Events posted until ctx ends, or says once
-// why there are none.
-func (r *Runner) startAPI(ctx context.Context) {
+// startAPI starts writing the Events posted, or says once why there are
+// none; stop ends the writing (what is queued then is lost) and waits for
+// it, so that nothing of the runner outlives Run.
+func (r *Runner) startAPI(ctx context.Context) (stop func()) {
 	if r.events == nil {
 		r.log.Info(r.noAPI + ": no Events nor node conditions in the API server; the plugin's records and metrics say what it does")
-		return
+		return func() {}
 	}
-	go r.events.Run(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.events.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // postRefusal posts the Warning Event of the plugin's refusal of event (err)

@@ -291,8 +291,8 @@ func (r *Runner) HTTPAddr() string {
 // plugin returns nil when its connection closes, since the runtime launches a new
 // instance when it comes back. Run may be called once.
 func (r *Runner) Run(ctx context.Context) error {
+	stopAPI := r.startAPI(ctx)
 	// The plugin is closed however Run ends: the factory may have opened resources.
-	r.startAPI(ctx)
 	stopHTTP, serveErr := r.startHTTP()
 	if serveErr == nil {
 		serveErr = r.waitForConfig(ctx)
@@ -310,6 +310,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			closeErr = fmt.Errorf("close plugin %s: %w", r.settings.Name, err)
 		}
 	}
+	stopAPI()
 	httpErr := stopHTTP()
 	r.publisher.remove()
 	if ctx.Err() != nil {
