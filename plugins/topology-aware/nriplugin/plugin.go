@@ -25,6 +25,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-suite/nri-suite/common/apievents"
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/state"
@@ -99,10 +100,19 @@ type Plugin struct {
 	pending map[string]bool
 	// starts are the containers created and not started yet (starting.go).
 	starts startTracker
+	// events posts Events about pods to the API server (a nil
+	// *apievents.Recorder without one posts nothing).
+	events eventPoster
 	// unsolicited: the runtime takes updates outside of its requests
 	// safely (runtime.go); else what the reapplier would push goes with the
 	// next reply that carries updates.
 	unsolicited atomic.Bool
+}
+
+// eventPoster posts an Event about a pod without waiting
+// (apievents.Recorder).
+type eventPoster interface {
+	Post(pod apievents.PodRef, eventType, reason, message string)
 }
 
 // New builds the plugin with the default configuration (see config.Parse);
@@ -153,6 +163,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		pending:        map[string]bool{},
 		starts:         newStartTracker(),
 		classes:        classes.NewTracker(opts.Classes, deps.MetricsNamespace),
+		events:         deps.Events,
 	}
 	if err := p.classes.Configure(cfg.Classes); err != nil {
 		return nil, fmt.Errorf("create topology-aware plugin: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nri-suite/nri-suite/common/apievents"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
@@ -407,4 +408,28 @@ func TestReapplyWaitsForTheNextReplyWhereUnsolicitedUpdatesAreUnsafe(t *testing.
 	assert.Equal(t, []string{adjust.GetLinux().GetResources().GetCpu().GetCpus()}, carried, "the next creation's reply carries it")
 	p.reapply.Close() // the pusher stopped: anything it was given is in u now
 	assert.Empty(t, u.pushed(lost.GetId()), "nothing went through the runtime's UpdateContainers")
+}
+
+// posted is an eventPoster that keeps what it is given.
+type posted []string
+
+func (p *posted) Post(pod apievents.PodRef, eventType, reason, message string) {
+	*p = append(*p, pod.Namespace+"/"+pod.Name+"/"+pod.UID+" "+eventType+" "+reason+": "+message)
+}
+
+// A container that could not be placed after a restart is an Event on its
+// pod in the cluster, besides its record, metric and log line; the others
+// are not.
+func TestUnplacedContainerIsAnEventOnItsPod(t *testing.T) {
+	_, p, _ := withRecordingUpdater(t)
+	var events posted
+	p.events = &events
+	req := policy.Request{ContainerID: "c1", PodUID: "u1", Namespace: "shop", Pod: "db", Container: "main"}
+	p.logRestore(policy.RestoreReport{Replaced: []policy.Placement{
+		{ContainerID: "c1", PodUID: "u1", Pool: policy.PoolShared, CPUs: cpuset.New(0, 1), Unplaced: true,
+			Reason: "2 CPUs requested, 1 free"},
+		{ContainerID: "c2", PodUID: "u2", Pool: policy.PoolShared, CPUs: cpuset.New(0, 1), Reason: "shared"},
+	}}, policy.Snapshot{}, []policy.Running{{Request: req}, {Request: policy.Request{ContainerID: "c2", Pod: "web"}}}, "test")
+	assert.Equal(t, posted{"shop/db/u1 Warning ContainerUnplaced: topology-aware could not place container main after a restart " +
+		"(2 CPUs requested, 1 free); it runs on the shared pool 0-1 until a resize or a later restart finds room"}, events)
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nri-suite/nri-suite/common/apievents"
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
@@ -247,9 +249,12 @@ func (p *Plugin) logRestore(report policy.RestoreReport, saved policy.Snapshot, 
 			unplaced++
 			log.Error("could not place container after a restart, nor confine it: every CPU is granted exclusively")
 		default:
-			// The record is what a cluster agent will make an Event of.
 			unplaced++
 			log.Warn("could not place container after a restart; confined to the shared pool and published as unplaced")
+			req := requests[pl.ContainerID]
+			p.events.Post(apievents.PodRef{Namespace: req.Namespace, Name: req.Pod, UID: req.PodUID}, corev1.EventTypeWarning, "ContainerUnplaced",
+				fmt.Sprintf("topology-aware could not place container %s after a restart (%s); it runs on the shared pool %s until a resize or a later restart finds room",
+					req.Container, pl.Reason, pl.CPUs))
 		}
 	}
 	for _, id := range report.Dropped {
