@@ -226,15 +226,7 @@ func apiClient(c Cluster) (kubernetes.Interface, error) {
 	if c.Client != nil {
 		return c.Client, nil
 	}
-	config, err := incluster.Config(c.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	client, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return nil, fmt.Errorf("client of the API server %s: %w", config.Host, err)
-	}
-	return client, nil
+	return incluster.ClientFor(c.Kubeconfig)
 }
 
 // TLSConfig is the listener's TLS configuration, nil for plain HTTP. Every
