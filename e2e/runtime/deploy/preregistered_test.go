@@ -105,27 +105,19 @@ func restartRelaunches(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 // layout is a pre-registered install.
 type layout struct{ pluginDir, confDir string }
 
-// install builds the plugins and the sidecar helper, statically (the helper
-// must be), and runs install.sh with them: the plugin and config dirs and
-// PREFIX in a temporary directory, without DESTDIR, so that the paths the
-// configurations name (the helper's) are real.
+// install runs `make install` for the named plugins: the plugin and config
+// dirs and PREFIX in a temporary directory, without DESTDIR, so that the
+// paths the configurations name (the helper's) are real.
 func install(ctx context.Context, t *testing.T, names []string) layout {
-	t.Setenv("CGO_ENABLED", "0")
-	bin := t.TempDir()
-	for _, name := range names {
-		_, err := sandbox.BuildPlugin(ctx, "./plugins/"+name, bin, "nri-"+name)
-		require.NoError(t, err)
-	}
-	_, err := sandbox.BuildPlugin(ctx, "./plugins/sidecar-order/cmd/sidecar-helper", bin, "nri-sidecar-helper")
-	require.NoError(t, err)
-
 	root := t.TempDir()
 	l := layout{pluginDir: filepath.Join(root, "opt/nri/plugins"), confDir: filepath.Join(root, "etc/nri/conf.d")}
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot(t), "deployments/preregistered/install.sh"), bin)
-	cmd.Env = append(os.Environ(), "PREFIX="+filepath.Join(root, "usr"), "NRI_PLUGIN_DIR="+l.pluginDir,
-		"NRI_CONF_DIR="+l.confDir, "PLUGINS="+strings.Join(names, " "), "DESTDIR=")
+	// make install itself: the images' static binaries (make static), which
+	// the cluster test's make images has left in the build cache.
+	cmd := exec.CommandContext(ctx, "make", "-C", repoRoot(t), "--no-print-directory", "install", "IMAGES_OUT="+t.TempDir(),
+		"PREFIX="+filepath.Join(root, "usr"), "NRI_PLUGIN_DIR="+l.pluginDir, "NRI_CONF_DIR="+l.confDir, "DESTDIR=")
+	cmd.Env = append(os.Environ(), "PLUGINS="+strings.Join(names, " "))
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "install.sh: %s", out)
+	require.NoError(t, err, "make install: %s", out)
 	return l
 }
 
