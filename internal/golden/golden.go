@@ -24,8 +24,9 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 // File compares got with the golden file at path (rewriting it first with
-// -update); what names the schema, for the message.
-func File(t *testing.T, path, what string, got []byte) {
+// -update) and returns the file's bytes; what names the schema, for the
+// message.
+func File(t *testing.T, path, what string, got []byte) []byte {
 	t.Helper()
 	if *update {
 		require.NoError(t, os.WriteFile(path, got, 0o644))
@@ -34,6 +35,7 @@ func File(t *testing.T, path, what string, got []byte) {
 	require.NoError(t, err, "no golden file for %s: a new schema or version writes one with -update", what)
 	assert.Equal(t, string(want), string(got),
 		"%s is written differently from %s: bump its schema version (keeping the old file, which must be refused), or, for a change old readers accept, rewrite it with -update", what, path)
+	return want
 }
 
 var (
