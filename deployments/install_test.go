@@ -14,23 +14,19 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/nri-suite/nri-suite/internal/catalog"
 	securityconfig "github.com/nri-suite/nri-suite/plugins/security/config"
 )
 
-// pluginIndex is the NRI index of each plugin, as install.sh lays them out.
-var pluginIndex = map[string]string{
-	"device-injector": "10",
-	"sidecar-order":   "20",
-	"topology-aware":  "30",
-	"security":        "40",
-	"stats":           "90",
-}
+// suitePlugins are the plugins by name: install.sh's copy of their
+// indexes must agree.
+var suitePlugins = catalog.ByName()
 
 // fakeBinDir makes a BIN_DIR whose binaries are scripts naming themselves,
 // so that the test can tell which landed where.
 func fakeBinDir(t *testing.T) string {
 	dir := t.TempDir()
-	for name := range pluginIndex {
+	for name := range suitePlugins {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "nri-"+name), []byte("#!/bin/sh\n# "+name+"\n"), 0o755))
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "nri-sidecar-helper"), []byte("#!/bin/sh\n# helper\n"), 0o755))
@@ -63,9 +59,13 @@ func TestInstallLayout(t *testing.T) {
 		names = append(names, e.Name())
 		assert.Regexp(t, nriPluginName, e.Name(), "NRI refuses the plugin dir if any file is not NN-name")
 	}
-	assert.ElementsMatch(t, []string{"10-device-injector", "20-sidecar-order", "30-topology-aware", "40-security", "90-stats"}, names)
-	for name, idx := range pluginIndex {
-		path := filepath.Join(pluginDir, idx+"-"+name)
+	var ids []string
+	for _, p := range catalog.All {
+		ids = append(ids, p.ID())
+	}
+	assert.ElementsMatch(t, ids, names)
+	for name, p := range suitePlugins {
+		path := filepath.Join(pluginDir, p.ID())
 		data, err := os.ReadFile(path)
 		require.NoError(t, err)
 		assert.Equal(t, "#!/bin/sh\n# "+name+"\n", string(data), "%s is nri-%s", path, name)
@@ -73,7 +73,7 @@ func TestInstallLayout(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o755), st.Mode().Perm(), path)
 
-		conf := filepath.Join(dest, DefaultPaths.PluginConfigDir, idx+"-"+name+".conf")
+		conf := filepath.Join(dest, DefaultPaths.PluginConfigDir, p.ID()+".conf")
 		st, err = os.Stat(conf)
 		require.NoError(t, err, "every plugin gets its configuration")
 		assert.Equal(t, os.FileMode(0o644), st.Mode().Perm(), conf)
@@ -100,7 +100,7 @@ func TestMakeInstall(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 
 	installed := regexp.MustCompile(`(?m)^installed (/\S+)$`).FindAllStringSubmatch(string(out), -1)
-	require.Len(t, installed, 2*len(pluginIndex)+1, "a line per binary, configuration and the helper: %s", out)
+	require.Len(t, installed, 2*len(suitePlugins)+1, "a line per binary, configuration and the helper: %s", out)
 	for _, line := range installed {
 		path := line[1]
 		require.FileExists(t, path)
@@ -200,10 +200,10 @@ func TestShippedConfigsMatchTheirPlugins(t *testing.T) {
 		base := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".in"), ".conf")
 		idx, name, ok := strings.Cut(base, "-")
 		require.True(t, ok, e.Name())
-		assert.Equal(t, pluginIndex[name], idx, "%s: the plugin's NRI index", e.Name())
+		assert.Equal(t, suitePlugins[name].Index, idx, "%s: the plugin's NRI index", e.Name())
 		plugins = append(plugins, name)
 	}
-	assert.Len(t, plugins, len(pluginIndex))
+	assert.Len(t, plugins, len(suitePlugins))
 }
 
 // The suite does not refuse itself: the installed security configuration

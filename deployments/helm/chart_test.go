@@ -33,6 +33,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nri-suite/nri-suite/internal/catalog"
 )
 
 var update = flag.Bool("update", false, "rewrite deployments/kubernetes/nri-suite.yaml from the chart")
@@ -272,7 +274,8 @@ func defaultNeeds() map[string]pluginNeeds {
 	}
 }
 
-var pluginIndex = map[string]string{"device-injector": "10", "sidecar-order": "20", "topology-aware": "30", "security": "40", "stats": "90"}
+// suitePlugins are the plugins by name, with their NRI index and port.
+var suitePlugins = catalog.ByName()
 
 func TestChartDefaults(t *testing.T) {
 	r, err := render(t, nil)
@@ -352,7 +355,7 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 	}
 
 	c := spec.Containers[0]
-	assert.Contains(t, c.Args, "--idx="+pluginIndex[name])
+	assert.Contains(t, c.Args, "--idx="+suitePlugins[name].Index)
 	assert.Contains(t, c.Args, "--name="+name)
 	assert.Contains(t, c.Args, "--config=/etc/nri-suite/config.yaml")
 	assert.Contains(t, c.Args, "--daemonset="+releaseNamespace+"/"+ds.Name)
@@ -363,6 +366,7 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 		}
 	}
 	require.NotZero(t, port, "a port named http")
+	assert.Equal(t, suitePlugins[name].Port, int(port), "the plugin's own default port (internal/catalog)")
 	host := "0.0.0.0"
 	if hostNet {
 		host = "127.0.0.1" // the node's loopback: probed there, not exposed
@@ -479,7 +483,7 @@ func TestChartSecurityAllowsTheSidecarMounts(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal([]byte(r.configMaps["security"].Data["config.yaml"]), &cfg))
 	helper, stateDir := sidecarPaths(t, r)
-	assert.Equal(t, []string{helper, stateDir + "/*"}, cfg.Validator.Mounts.Plugins[pluginIndex["sidecar-order"]+"-sidecar-order"])
+	assert.Equal(t, []string{helper, stateDir + "/*"}, cfg.Validator.Mounts.Plugins[catalog.SidecarOrder.ID()])
 }
 
 // Security refuses a pod for a plugin that its annotations ask for only if

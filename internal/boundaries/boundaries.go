@@ -11,7 +11,7 @@ import (
 )
 
 // Package is one package of the module: its path relative to the module
-// (for example "plugins/stats/server") and the module-relative paths of the
+// (for example "plugins/stats/internal/server") and the module-relative paths of the
 // module's packages its non-test files import.
 type Package struct {
 	Path    string
@@ -44,7 +44,7 @@ func broken(importer, imported string) string {
 		return ""
 	case isTestCode(imported):
 		return "product code imports no test code"
-	case under(importer, "common") && under(imported, "plugins"):
+	case under(importer, "common") && (under(imported, "plugins") || under(imported, "internal/catalog")):
 		return "common/ knows no plugin"
 	case under(importer, "common") && under(imported, "deployments"):
 		return "common/ knows no deployment"

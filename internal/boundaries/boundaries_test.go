@@ -23,23 +23,26 @@ func TestModuleKeepsItsBoundaries(t *testing.T) {
 
 func TestCheckCatchesEachViolation(t *testing.T) {
 	pkgs := []Package{
-		{Path: "plugins/stats/server", Imports: []string{"plugins/stats/collect", "common/plugin"}},
-		{Path: "plugins/stats", Imports: []string{"plugins/topology-aware/policy"}},
-		{Path: "common/state", Imports: []string{"plugins/sidecar-order/coord"}},
+		{Path: "plugins/stats/internal/server", Imports: []string{"plugins/stats/collect", "common/plugin"}},
+		{Path: "plugins/stats", Imports: []string{"plugins/topology-aware/internal/policy"}},
+		{Path: "common/state", Imports: []string{"plugins/sidecar-order/internal/coord"}},
 		{Path: "common/plugin", Imports: []string{"e2e/harness", "deployments"}},
 		{Path: "plugins/security", Imports: []string{"internal/testenv"}},
 		{Path: "deployments/images", Imports: []string{"e2e/runtime"}},
-		{Path: "e2e/runtime/deploy", Imports: []string{"plugins/stats/server", "e2e/harness"}},
+		{Path: "e2e/runtime/deploy", Imports: []string{"plugins/stats/internal/server", "e2e/harness"}},
 		{Path: "plugins/statsfoo", Imports: []string{"plugins/stats"}},
+		{Path: "common/plugin", Imports: []string{"internal/catalog"}},
+		{Path: "plugins/stats", Imports: []string{"internal/catalog"}},
 	}
 	assert.Equal(t, []string{
-		"plugins/stats imports plugins/topology-aware/policy: no plugin imports another",
-		"common/state imports plugins/sidecar-order/coord: common/ knows no plugin",
+		"plugins/stats imports plugins/topology-aware/internal/policy: no plugin imports another",
+		"common/state imports plugins/sidecar-order/internal/coord: common/ knows no plugin",
 		"common/plugin imports e2e/harness: product code imports no test code",
 		"common/plugin imports deployments: common/ knows no deployment",
 		"plugins/security imports internal/testenv: product code imports no test code",
 		"deployments/images imports e2e/runtime: product code imports no test code",
 		"plugins/statsfoo imports plugins/stats: no plugin imports another",
+		"common/plugin imports internal/catalog: common/ knows no plugin",
 	}, Check(pkgs))
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
+	"github.com/nri-suite/nri-suite/internal/catalog"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/nriplugin"
 )
 
@@ -20,8 +21,8 @@ func main() {
 			"sysfs tree where the NUMA node and local CPUs of injected devices are looked up")
 	}
 	factory := func(deps plugin.Deps) (any, error) { return nriplugin.New(deps, opts) }
-	plugin.Main("device-injector", factory,
-		plugin.WithIdx("10"),
-		plugin.WithHTTPAddr("127.0.0.1:9110"),
+	plugin.Main(catalog.DeviceInjector.Name, factory,
+		plugin.WithIdx(catalog.DeviceInjector.Index),
+		plugin.WithHTTPAddr(catalog.DeviceInjector.LoopbackAddr()),
 		plugin.WithFlags(flags))
 }

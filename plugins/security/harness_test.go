@@ -19,7 +19,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/kubepod"
 	"github.com/nri-suite/nri-suite/e2e/harness"
-	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
+	"github.com/nri-suite/nri-suite/plugins/security/internal/seccomp"
 )
 
 const (

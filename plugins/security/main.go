@@ -9,6 +9,7 @@ import (
 	"flag"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/internal/catalog"
 	"github.com/nri-suite/nri-suite/plugins/security/nriplugin"
 )
 
@@ -24,8 +25,8 @@ func main() {
 		opts.NoValidator = !validate
 		return nriplugin.New(deps, opts)
 	}
-	plugin.Main("security", factory,
-		plugin.WithIdx("40"),
-		plugin.WithHTTPAddr("127.0.0.1:9140"),
+	plugin.Main(catalog.Security.Name, factory,
+		plugin.WithIdx(catalog.Security.Index),
+		plugin.WithHTTPAddr(catalog.Security.LoopbackAddr()),
 		plugin.WithFlags(flags))
 }

@@ -8,6 +8,7 @@ import (
 	"flag"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
+	"github.com/nri-suite/nri-suite/internal/catalog"
 	"github.com/nri-suite/nri-suite/plugins/sidecar-order/nriplugin"
 )
 
@@ -20,8 +21,8 @@ func main() {
 			"directory of the pods' coordination directories")
 	}
 	factory := func(deps plugin.Deps) (any, error) { return nriplugin.New(deps, opts) }
-	plugin.Main("sidecar-order", factory,
-		plugin.WithIdx("20"),
-		plugin.WithHTTPAddr("127.0.0.1:9120"),
+	plugin.Main(catalog.SidecarOrder.Name, factory,
+		plugin.WithIdx(catalog.SidecarOrder.Index),
+		plugin.WithHTTPAddr(catalog.SidecarOrder.LoopbackAddr()),
 		plugin.WithFlags(flags))
 }

@@ -19,9 +19,9 @@ import (
 
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/annotations"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper/helpertest"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/annotations"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/helper"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/helper/helpertest"
 )
 
 // TestRealNode is issue 7's acceptance on a real kubelet and runtime, with

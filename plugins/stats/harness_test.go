@@ -24,8 +24,8 @@ import (
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 	"github.com/nri-suite/nri-suite/e2e/runtime/pki"
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 )
 
 const pluginPkg = "./plugins/stats"

@@ -10,10 +10,11 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/endpointauth"
 	"github.com/nri-suite/nri-suite/common/plugin"
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/internal/catalog"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/server"
 	"github.com/nri-suite/nri-suite/plugins/stats/nriplugin"
-	"github.com/nri-suite/nri-suite/plugins/stats/resctrl"
-	"github.com/nri-suite/nri-suite/plugins/stats/server"
 )
 
 func main() {
@@ -28,8 +29,8 @@ func main() {
 		opts.Server.Auth.AddFlags(fs)
 	}
 	factory := func(deps plugin.Deps) (any, error) { return nriplugin.New(deps, opts) }
-	plugin.Main("stats", factory,
-		plugin.WithIdx("90"),
-		plugin.WithHTTPAddr("127.0.0.1:9190"),
+	plugin.Main(catalog.Stats.Name, factory,
+		plugin.WithIdx(catalog.Stats.Index),
+		plugin.WithHTTPAddr(catalog.Stats.LoopbackAddr()),
 		plugin.WithFlags(flags))
 }

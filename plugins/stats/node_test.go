@@ -21,8 +21,8 @@ import (
 
 	"github.com/nri-suite/nri-suite/e2e/harness"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 )
 
 // TestRealNode is issue 6's acceptance on a real node: the plugin as an

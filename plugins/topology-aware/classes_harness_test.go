@@ -13,7 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nri-suite/nri-suite/e2e/harness"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/classes"
 )
 
 // classesBlockIO are block I/O classes of weights only, which resolve on

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/e2e/harness"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // nvmeSpec describes, as example.com/disk=nvme0, the block device of

@@ -13,9 +13,10 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
+	"github.com/nri-suite/nri-suite/internal/catalog"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/classes"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/simulate"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/nriplugin"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/simulate"
 )
 
 func main() {
@@ -46,8 +47,8 @@ func main() {
 		opts.Classes = classes.NewNode(deps.Log, classes.NodeOptions{RDT: true, BlockDevices: true})
 		return nriplugin.New(deps, opts)
 	}
-	plugin.Main("topology-aware", factory,
-		plugin.WithIdx("30"),
-		plugin.WithHTTPAddr("127.0.0.1:9130"),
+	plugin.Main(catalog.TopologyAware.Name, factory,
+		plugin.WithIdx(catalog.TopologyAware.Index),
+		plugin.WithHTTPAddr(catalog.TopologyAware.LoopbackAddr()),
 		plugin.WithFlags(flags))
 }

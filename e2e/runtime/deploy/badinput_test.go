@@ -17,6 +17,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/internal/catalog"
 )
 
 // badValues hands the real helm CLI values files with a key the chart does
@@ -101,7 +102,7 @@ func badConfig(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 	assert.Contains(t, string(logs), `unknown key \"bogus-key\"`, "the plugin's log names the key")
 	statuses, err := state.PluginStatuses(state.DefaultDir)
 	require.NoError(t, err)
-	st, found, err := statuses.Read(plugins["topology-aware"].idx + "-topology-aware")
+	st, found, err := statuses.Read(catalog.TopologyAware.ID())
 	require.NoError(t, err)
 	assert.True(t, found && !st.Connected && !st.Ready, "topology-aware publishes that it is not connected: %+v", st)
 
@@ -184,7 +185,7 @@ func pluginConnections(t *testing.T) map[string]string {
 	require.NoError(t, err)
 	out := map[string]string{}
 	for name, info := range plugins {
-		st, found, err := statuses.Read(info.idx + "-" + name)
+		st, found, err := statuses.Read(info.ID())
 		require.NoError(t, err)
 		require.True(t, found, "plugin %s publishes its status", name)
 		out[name] = fmt.Sprintf("connected %v, ready %v, synchronized %s", st.Connected, st.Ready, st.LastSynchronize)

@@ -1,11 +1,9 @@
 package deploy_test
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/internal/catalog"
 )
 
 const (
@@ -66,7 +65,7 @@ func pluginCrash(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 	}
 	placements := loadPlacements(ctx, t, sb)
 
-	for _, name := range pluginsInOrder() {
+	for _, name := range catalog.Names() {
 		t.Run(name, func(t *testing.T) {
 			for _, kill := range killModes(sb) {
 				t.Run(kill.how, func(t *testing.T) {
@@ -179,16 +178,6 @@ func removeLoad(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 	t.Logf("the load was gone %s after its deletion", time.Since(start).Round(time.Millisecond))
 }
 
-// pluginsInOrder are the plugins' names in NRI order.
-func pluginsInOrder() []string {
-	names := make([]string, 0, len(plugins))
-	for name := range plugins {
-		names = append(names, name)
-	}
-	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(plugins[a].idx, plugins[b].idx) })
-	return names
-}
-
 // killPluginProcess kills the plugin's process (its container's init) with
 // SIGKILL, by the PID the runtime reports.
 func killPluginProcess(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, name string) {
@@ -225,7 +214,7 @@ func pluginPodName(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, name 
 func lastSynchronize(t *testing.T, name string) time.Time {
 	statuses, err := state.PluginStatuses(state.DefaultDir)
 	require.NoError(t, err)
-	st, found, err := statuses.Read(plugins[name].idx + "-" + name)
+	st, found, err := statuses.Read(plugins[name].ID())
 	require.NoError(t, err)
 	require.True(t, found, "plugin %s publishes its status", name)
 	return st.LastSynchronize
@@ -237,7 +226,7 @@ func waitSynchronized(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, na
 	statuses, err := state.PluginStatuses(state.DefaultDir)
 	require.NoError(t, err)
 	require.NoError(t, sandbox.PollUntil(ctx, 2*time.Minute, 100*time.Millisecond, func() error {
-		st, found, err := statuses.Read(plugins[name].idx + "-" + name)
+		st, found, err := statuses.Read(plugins[name].ID())
 		if err != nil || !found || !st.Connected || !st.Ready || !st.LastSynchronize.After(last) {
 			return fmt.Errorf("plugin %s: status %+v (found %v, error %v), synchronized before at %s", name, st, found, err, last)
 		}

@@ -35,6 +35,7 @@ import (
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 	"github.com/nri-suite/nri-suite/e2e/runtime/pki"
 	"github.com/nri-suite/nri-suite/e2e/runtime/suite"
+	"github.com/nri-suite/nri-suite/internal/catalog"
 )
 
 // metricsServer: metrics-server v0.8.0 reads nri-stats in the kubelet's
@@ -382,7 +383,7 @@ func scrapes(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 // the stats plugin's runner port (the node's loopback: the sandbox's
 // values put stats on the node's network).
 func statsDenied(ctx context.Context, sb *sandbox.Sandbox, code string) (float64, error) {
-	body, err := sb.NodeGet(ctx, "http://127.0.0.1:"+plugins["stats"].port+"/metrics")
+	body, err := sb.NodeGet(ctx, "http://"+catalog.Stats.LoopbackAddr()+"/metrics")
 	if err != nil {
 		return 0, err
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/internal/catalog"
 )
 
 // nrtNamespace holds the NodeResourceTopology scenario's pods.
@@ -143,7 +144,7 @@ func (c *nrtCheck) step(ctx context.Context, t *testing.T, step string) zoneFigu
 
 // topologyAwareMetrics scrapes topology-aware's /metrics.
 func topologyAwareMetrics(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) (map[string]*dto.MetricFamily, error) {
-	body, err := get(ctx, sb, "http://"+pluginHost(ctx, t, sb, "topology-aware")+":"+plugins["topology-aware"].port+"/metrics")
+	body, err := get(ctx, sb, "http://"+catalog.TopologyAware.Addr(pluginHost(ctx, t, sb, "topology-aware"))+"/metrics")
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func testPreRegistered(t *testing.T, rt string) {
 	waitConnected(ctx, t, sb)
 	t.Run("logs", func(t *testing.T) {
 		for name, info := range plugins {
-			data, err := os.ReadFile(filepath.Join(plugin.PreRegisteredLogDir, info.idx+"-"+name+".log"))
+			data, err := os.ReadFile(filepath.Join(plugin.PreRegisteredLogDir, info.ID()+".log"))
 			require.NoError(t, err, "the runtime discards a launched plugin's output: %s logs to a file", name)
 			assert.Contains(t, string(data), "serving /metrics", "%s's log", name)
 		}
@@ -81,7 +81,7 @@ func restartRelaunches(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 	require.NoError(t, err)
 	pids := map[string]int{}
 	for name, info := range plugins {
-		st, _, err := statuses.Read(info.idx + "-" + name)
+		st, _, err := statuses.Read(info.ID())
 		require.NoError(t, err)
 		pids[name] = st.PID
 	}
@@ -90,7 +90,7 @@ func restartRelaunches(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 	require.NoError(t, sb.RestartRuntime(ctx))
 	for name, info := range plugins {
 		err := poll(ctx, func() error {
-			st, found, err := statuses.Read(info.idx + "-" + name)
+			st, found, err := statuses.Read(info.ID())
 			if err != nil || !found || st.PID == pids[name] || !st.Connected || !st.Ready {
 				return fmt.Errorf("plugin %s: status %+v (found %v, error %v), expected a new process (not pid %d), connected and ready",
 					name, st, found, err, pids[name])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,24 +17,16 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/state"
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
+	"github.com/nri-suite/nri-suite/internal/catalog"
 )
 
-// pluginInfo is a plugin's NRI index and the loopback port the runner
-// serves /readyz on by default (a pre-registered plugin gets no flags, so
-// the defaults apply).
-type pluginInfo struct{ idx, port string }
-
-// plugins are the suite's plugins by name.
-var plugins = map[string]pluginInfo{
-	"device-injector": {"10", "9110"},
-	"sidecar-order":   {"20", "9120"},
-	"topology-aware":  {"30", "9130"},
-	"security":        {"40", "9140"},
-	"stats":           {"90", "9190"},
-}
+// plugins are the suite's plugins by name, with their NRI index and the
+// port the runner serves /readyz on by default (a pre-registered plugin
+// gets no flags, so the defaults apply).
+var plugins = catalog.ByName()
 
 // statsPort is the stats plugin's listener's port (its default, and the chart's).
-const statsPort = "9191"
+var statsPort = strconv.Itoa(catalog.StatsPort)
 
 // The test's CDI device: /dev/null as /dev/deploy-null with an env variable.
 const (
@@ -164,7 +157,7 @@ func runScenario(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		body, err := get(ctx, sb, statsURL+"/metrics")
 		require.NoError(t, err)
 		for name, info := range plugins {
-			assert.Contains(t, body, fmt.Sprintf(`nri_suite_stats_plugin_ready{index=%q,plugin=%q} 1`, info.idx, name))
+			assert.Contains(t, body, fmt.Sprintf(`nri_suite_stats_plugin_ready{index=%q,plugin=%q} 1`, info.Index, name))
 		}
 	})
 }
@@ -184,11 +177,11 @@ func waitConnected(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 	require.NoError(t, err)
 	for name, info := range plugins {
 		err := poll(ctx, func() error {
-			st, found, err := statuses.Read(info.idx + "-" + name)
+			st, found, err := statuses.Read(info.ID())
 			if err != nil || !found || !st.Connected || !st.Ready {
 				return fmt.Errorf("plugin %s: status %+v (found %v, error %v)", name, st, found, err)
 			}
-			_, err = get(ctx, sb, "http://"+pluginHost(ctx, t, sb, name)+":"+info.port+"/readyz")
+			_, err = get(ctx, sb, "http://"+info.Addr(pluginHost(ctx, t, sb, name))+"/readyz")
 			return err
 		})
 		require.NoError(t, err, "plugin %s connected and ready", name)

@@ -13,12 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +29,7 @@ import (
 
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 	"github.com/nri-suite/nri-suite/e2e/runtime/pki"
+	"github.com/nri-suite/nri-suite/internal/catalog"
 )
 
 // Release is the Helm release, and the namespace, the suite is installed as.
@@ -106,7 +105,7 @@ func values(p paths, plugins []string) map[string]any {
 			"security": map[string]any{"config": map[string]any{"validator": map[string]any{
 				"mounts": map[string]any{"plugins": map[string]any{
 					// The chart's sharedDir stays the host's /run/nri-suite.
-					"20-sidecar-order": []string{p.helperDir + "/nri-sidecar-helper", "/run/nri-suite/sidecar-order/*"},
+					catalog.SidecarOrder.ID(): []string{p.helperDir + "/nri-sidecar-helper", "/run/nri-suite/sidecar-order/*"},
 				}},
 			}}},
 			// On the node's address, as metrics-server looks for a kubelet,
@@ -152,11 +151,7 @@ func sandboxPaths(sb *sandbox.Sandbox) paths {
 // the sandbox's values (written to values.yaml in its run dir) and returns
 // every DaemonSet of the release once all are Ready.
 func Install(ctx context.Context, sb *sandbox.Sandbox, chartDir string) ([]appsv1.DaemonSet, error) {
-	plugins, err := chartPlugins(chartDir)
-	if err != nil {
-		return nil, err
-	}
-	data, err := yaml.Marshal(values(sandboxPaths(sb), plugins))
+	data, err := yaml.Marshal(values(sandboxPaths(sb), catalog.Names()))
 	if err != nil {
 		return nil, fmt.Errorf("encoding the chart values: %w", err)
 	}
@@ -196,25 +191,6 @@ func createStatsTLSSecret(ctx context.Context, sb *sandbox.Sandbox) error {
 		return fmt.Errorf("creating secret %s/%s: %w", Release, StatsTLSSecret, err)
 	}
 	return nil
-}
-
-// chartPlugins are the plugins the chart at chartDir has values for.
-func chartPlugins(chartDir string) ([]string, error) {
-	file := filepath.Join(chartDir, "values.yaml")
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("reading the chart's plugins: %w", err)
-	}
-	var v struct {
-		Plugins map[string]any `json:"plugins"`
-	}
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("reading the chart's plugins from %s: %w", file, err)
-	}
-	if len(v.Plugins) == 0 {
-		return nil, fmt.Errorf("reading the chart's plugins: %s has none", file)
-	}
-	return slices.Sorted(maps.Keys(v.Plugins)), nil
 }
 
 // waitDaemonSets waits until namespace has DaemonSets and every one is

@@ -10,7 +10,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/request"
 )
 
 // ErrUnhealthy is wrapped by the error for a container asking for an

@@ -9,8 +9,8 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/request"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/resolve"
 )
 
 // Kinds of injected items, the values of the kind label.

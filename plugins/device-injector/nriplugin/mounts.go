@@ -8,7 +8,7 @@ import (
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/request"
 )
 
 // ErrNoMountSource is wrapped by the error for a mount whose source cannot be

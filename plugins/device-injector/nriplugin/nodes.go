@@ -9,8 +9,8 @@ import (
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/devnode"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/devnode"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/request"
 )
 
 // ErrNoDevice is wrapped by the error for a device path that is not a char

@@ -11,7 +11,7 @@ import (
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/resolve"
 )
 
 // ErrConflict is wrapped by the errors for two things that cannot both be

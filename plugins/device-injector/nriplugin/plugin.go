@@ -30,9 +30,9 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/locality"
 	"github.com/nri-suite/nri-suite/plugins/device-injector/config"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/health"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/health"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/request"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/resolve"
 )
 
 // Options are what the plugin needs besides the runner's Deps.

@@ -11,8 +11,8 @@ import (
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/locality"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/request"
-	"github.com/nri-suite/nri-suite/plugins/device-injector/resolve"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/request"
+	"github.com/nri-suite/nri-suite/plugins/device-injector/internal/resolve"
 )
 
 // Synchronize brings the records in line with the running containers: it

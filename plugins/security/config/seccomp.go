@@ -9,7 +9,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/quote"
-	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
+	"github.com/nri-suite/nri-suite/plugins/security/internal/seccomp"
 )
 
 // Privileged is what the seccomp rule does to a privileged container.

@@ -24,12 +24,12 @@ import (
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/plugins/security/config"
-	"github.com/nri-suite/nri-suite/plugins/security/hostns"
-	"github.com/nri-suite/nri-suite/plugins/security/privileged"
-	"github.com/nri-suite/nri-suite/plugins/security/profile"
-	"github.com/nri-suite/nri-suite/plugins/security/seccomp"
-	"github.com/nri-suite/nri-suite/plugins/security/userns"
-	"github.com/nri-suite/nri-suite/plugins/security/validator"
+	"github.com/nri-suite/nri-suite/plugins/security/internal/hostns"
+	"github.com/nri-suite/nri-suite/plugins/security/internal/privileged"
+	"github.com/nri-suite/nri-suite/plugins/security/internal/profile"
+	"github.com/nri-suite/nri-suite/plugins/security/internal/seccomp"
+	"github.com/nri-suite/nri-suite/plugins/security/internal/userns"
+	"github.com/nri-suite/nri-suite/plugins/security/internal/validator"
 )
 
 // Options are what the plugin needs besides the runner's Deps.

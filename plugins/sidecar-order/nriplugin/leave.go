@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/nri-suite/nri-suite/common/state"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/coord"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/coord"
 )
 
 // RemoveNodeState implements plugin.NodeStateRemover: the plugin leaves the

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/coord"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper/helpertest"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/coord"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/helper/helpertest"
 )
 
 // Uninstalled, the plugin removes the coordination directory of a pod

@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/coord"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/coord"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/helper"
 )
 
 // metrics are fed from the plugin's own decisions and from the reports the

@@ -27,9 +27,9 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/annotations"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/coord"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/annotations"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/coord"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/helper"
 )
 
 // DefaultStateDir holds one coordination directory per annotated pod.

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/plugin"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/coord"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper/helpertest"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/coord"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/helper"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/helper/helpertest"
 )
 
 func TestHelperPath(t *testing.T) {

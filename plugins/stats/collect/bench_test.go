@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/plugins/stats/bench/cgtree"
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
 )
 

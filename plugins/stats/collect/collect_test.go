@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/state"
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
 )
 

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/nri-suite/nri-suite/common/state"
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 )
 
 // Report is a snapshot per pod, for people and for the sandbox's report:

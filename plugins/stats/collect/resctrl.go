@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nri-suite/nri-suite/plugins/stats/resctrl"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
 )
 
 // resctrlFamily is one of cAdvisor's resctrl metrics: a gauge per container

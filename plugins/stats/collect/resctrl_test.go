@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nri-suite/nri-suite/plugins/stats/resctrl"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
 )
 
 // TestResctrlMetrics: a container with a resctrl monitoring group (runc's,

@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
-	"github.com/nri-suite/nri-suite/plugins/stats/resctrl"
 )
 
 // Reasons of nri_suite_stats_collection_errors_total.

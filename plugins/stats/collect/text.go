@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 )
 
 // TextContentType is the Prometheus text exposition format WriteText writes.

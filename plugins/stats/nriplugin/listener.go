@@ -7,7 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-suite/nri-suite/plugins/stats/server"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/server"
 )
 
 // retryInterval is how often a stats listener that could not start is

@@ -15,12 +15,12 @@ import (
 	"github.com/nri-suite/nri-suite/common/endpointauth"
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/plugin"
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
 	"github.com/nri-suite/nri-suite/plugins/stats/config"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/server"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
-	"github.com/nri-suite/nri-suite/plugins/stats/resctrl"
-	"github.com/nri-suite/nri-suite/plugins/stats/server"
 )
 
 // Options are the plugin's flags.

@@ -22,8 +22,8 @@ import (
 	"github.com/nri-suite/nri-suite/common/quote"
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/classes"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // DefaultReservedNamespaces run on the reserved CPUs unless configured

@@ -15,8 +15,8 @@ import (
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/classes"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 func fixture(t *testing.T, name string) *topology.Topology {

@@ -15,8 +15,8 @@ import (
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/classes"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // classesConfig gives BestEffort containers a block I/O class of weights

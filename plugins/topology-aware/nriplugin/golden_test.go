@@ -12,8 +12,8 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/internal/golden"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/classes"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // TestGoldenCheckpoint pins the checkpoint's file, as this version writes it,

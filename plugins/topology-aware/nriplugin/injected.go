@@ -7,7 +7,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/common/topology/locality"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // InjectedDevices is the DeviceSource for device-injector (a lower index):

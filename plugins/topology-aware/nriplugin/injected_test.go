@@ -14,7 +14,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
 	"github.com/nri-suite/nri-suite/common/topology/locality"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // Devices of snc-2s-4n-80c, as device-injector records them.

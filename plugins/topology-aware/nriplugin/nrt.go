@@ -7,7 +7,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/incluster"
 	"github.com/nri-suite/nri-suite/common/plugin"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/nrt"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/nrt"
 )
 
 // nrtDeleteTimeout bounds the deletion of the NodeResourceTopology when the

@@ -10,8 +10,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/common/state"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/classes"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // CheckpointVersion is the schema version of the checkpoint's payload,

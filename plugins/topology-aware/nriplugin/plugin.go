@@ -31,10 +31,10 @@ import (
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/classes"
 	"github.com/nri-suite/nri-suite/plugins/topology-aware/config"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/nrt"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/classes"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/nrt"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // DefaultStateDir holds the checkpoint. It is under /run, a tmpfs: the

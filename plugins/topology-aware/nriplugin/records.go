@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/nri-suite/nri-suite/common/state"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // newPlacementRecord joins a placement with the request it answers. A

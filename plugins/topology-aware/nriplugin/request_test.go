@@ -10,7 +10,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/k8s"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 func TestBuildRequest(t *testing.T) {

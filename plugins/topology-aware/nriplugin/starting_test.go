@@ -19,7 +19,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/apievents"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 func TestStartTracker(t *testing.T) {

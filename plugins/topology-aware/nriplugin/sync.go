@@ -16,7 +16,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/apievents"
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
-	"github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // Synchronize rebuilds the policy from what the plugin remembers (its live

@@ -1,6 +1,6 @@
 package nriplugin
 
-import "github.com/nri-suite/nri-suite/plugins/topology-aware/policy"
+import "github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 
 // View calls f with the plugin's policy under the plugin's lock, nil before
 // the first Synchronize: for a report of the placements the handlers made,

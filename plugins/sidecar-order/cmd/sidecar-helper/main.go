@@ -13,7 +13,7 @@ import (
 	"os"
 
 	"github.com/nri-suite/nri-suite/common/version"
-	"github.com/nri-suite/nri-suite/plugins/sidecar-order/helper"
+	"github.com/nri-suite/nri-suite/plugins/sidecar-order/internal/helper"
 )
 
 func main() {

@@ -26,8 +26,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/plugins/stats/bench/cgtree"
-	"github.com/nri-suite/nri-suite/plugins/stats/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 )
 
 func main() {
