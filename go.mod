@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/containerd/cgroups/v3 v3.1.3
-	github.com/containerd/nri v0.12.3
+	github.com/containerd/nri v0.12.5
 	github.com/elastic/go-seccomp-bpf v1.6.0
-	github.com/fsnotify/fsnotify v1.9.0
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-logr/logr v1.4.4
 	github.com/intel/goresctrl v0.14.0
 	github.com/k8stopologyawareschedwg/noderesourcetopology-api v0.1.3
