@@ -157,3 +157,42 @@ runner's /metrics' too. */}}
   {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* A plugin's pod settings (values.yaml says the precedence): its own
+nodeSelector, tolerations, affinity and priorityClassName where set (even
+empty), else the global ones; podAnnotations, podLabels and resources its
+own merged over the global ones; extraArgs and extraEnv the global ones,
+then its own. */}}
+{{- define "nri-suite.podSettings" -}}
+{{- $v := .root.Values -}}
+{{- $p := index $v.plugins .name -}}
+{{- $s := dict -}}
+{{- range $key := list "nodeSelector" "tolerations" "affinity" "priorityClassName" }}
+{{- $_ := set $s $key (ternary (index $p $key) (index $v $key) (hasKey $p $key)) }}
+{{- end }}
+{{- range $key := list "podAnnotations" "podLabels" "resources" }}
+{{- $_ := set $s $key (merge (dict) (deepCopy (index $p $key | default dict)) (deepCopy (index $v $key | default dict))) }}
+{{- end }}
+{{- range $key := list "extraArgs" "extraEnv" }}
+{{- $_ := set $s $key (concat (index $v $key | default list) (index $p $key | default list)) }}
+{{- end }}
+{{- toYaml $s }}
+{{- end -}}
+
+{{/* The podLabels or podAnnotations (.key) of a plugin's pods from the
+values (.values: its podSettings), after the chart's own (.chart: a dict):
+a key the chart sets fails, naming the value it came from, as a label
+would unselect the pods from their DaemonSet, Services and uninstall hook,
+and an annotation would undo the chart's. */}}
+{{- define "nri-suite.podMeta" -}}
+{{- $own := index .root.Values.plugins .name -}}
+{{- range $key := keys (index .values .key) | sortAlpha }}
+{{- if hasKey $.chart $key }}
+{{- $from := ternary (printf "plugins.%s.%s" $.name $.key) $.key (hasKey (index $own $.key | default dict) $key) }}
+{{- fail (printf "%s: %q is %s: expected another key" $from $key (ternary "a label the chart sets (its DaemonSets, Services and uninstall hook select the pods by them)" "an annotation the chart sets" (eq $.key "podLabels"))) }}
+{{- end }}
+{{- end }}
+{{- with index .values .key }}
+{{- toYaml . }}
+{{- end }}
+{{- end -}}
