@@ -64,6 +64,7 @@ type rendered struct {
 	podMonitors     map[string]*monitoringv1.PodMonitor
 	rules           map[string]*monitoringv1.PrometheusRule
 	text            string // the documents, in file and then document order
+	notes           string // NOTES.txt
 
 	// The NodeResourceTopology's (nodeResourceTopology.enabled) and the
 	// Events' (kubeAPI.events).
@@ -142,6 +143,7 @@ func renderCluster(t *testing.T, version string, apis []string, values map[strin
 		}
 	}
 	r.text = text.String()
+	r.notes = files[chartDir+"/templates/NOTES.txt"]
 	return r, nil
 }
 

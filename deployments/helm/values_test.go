@@ -1,6 +1,9 @@
 package helm
 
 import (
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -227,4 +230,38 @@ func TestChartRefusesChartOwnedPodKeys(t *testing.T) {
 	r, err := render(t, set(t, "podAnnotations.prometheus\\.io/path=/m"))
 	require.NoError(t, err, "without prometheus.annotations the chart sets none")
 	assert.Equal(t, "/m", r.daemonSets["stats"].Spec.Template.Annotations["prometheus.io/path"])
+}
+
+// NOTES.txt says how to see each enabled plugin connected: the command asks
+// the port its DaemonSet probes.
+func TestChartNotes(t *testing.T) {
+	r, err := render(t, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, r.notes)
+	assert.Contains(t, r.notes, "kubectl get daemonsets -n "+releaseNamespace+" -l app.kubernetes.io/part-of=nri-suite,app.kubernetes.io/instance="+releaseName)
+	for name, ds := range r.daemonSets {
+		probe := ds.Spec.Template.Spec.Containers[0].StartupProbe.Exec.Command
+		assert.Contains(t, r.notes, "/usr/local/bin/nri-"+name+" probe "+probe[len(probe)-1], name)
+	}
+	assert.Contains(t, r.notes, "nri_suite_stats_plugin_connected")
+	// Every metric it names is one the alerts or the dashboard read, which
+	// deployments/monitoring checks against what the plugins register.
+	var known strings.Builder
+	for _, f := range []string{"nri-suite/files/prometheus-rules.yaml", "nri-suite/files/grafana-dashboard.json"} {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		known.Write(data)
+	}
+	for _, metric := range regexp.MustCompile(`nri_suite_[a-z_]+[a-z]`).FindAllString(r.notes, -1) {
+		assert.Contains(t, known.String(), metric)
+	}
+	assert.NotContains(t, r.notes, "NRISuitePluginNotConnected", "no PrometheusRule without the operator's kinds")
+
+	r, err = render(t, set(t, "plugins.stats.enabled=false", "plugins.security.enabled=false", "prometheus.rules.enabled=true"))
+	require.NoError(t, err)
+	assert.NotContains(t, r.notes, "nri-stats probe")
+	assert.NotContains(t, r.notes, "nri-security probe")
+	assert.NotContains(t, r.notes, "nri_suite_stats_plugin_connected")
+	assert.Contains(t, r.notes, "nri-topology-aware probe")
+	assert.Contains(t, r.notes, "NRISuitePluginNotConnected")
 }
