@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nri-suite/nri-suite/deployments/helm/internal/valuesdoc"
 )
 
 // set parses `helm --set` arguments as the helm CLI does: numbers become
@@ -264,4 +266,16 @@ func TestChartNotes(t *testing.T) {
 	assert.NotContains(t, r.notes, "nri_suite_stats_plugin_connected")
 	assert.Contains(t, r.notes, "nri-topology-aware probe")
 	assert.Contains(t, r.notes, "NRISuitePluginNotConnected")
+}
+
+// The README's table of values is what `make chart-docs` writes.
+func TestChartREADMEValuesTable(t *testing.T) {
+	want, err := valuesdoc.README(chartDir)
+	require.NoError(t, err)
+	got, err := os.ReadFile(chartDir + "/README.md")
+	require.NoError(t, err)
+	if line, w, g := firstDifference(string(want), string(got)); line > 0 {
+		t.Errorf("%s/README.md's table of values is out of date: run `make chart-docs`; line %d is %q, values.yaml and values.schema.json make %q",
+			chartDir, line, g, w)
+	}
 }
