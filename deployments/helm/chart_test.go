@@ -33,8 +33,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
-
-	"github.com/nri-suite/nri-suite/internal/catalog"
 )
 
 var update = flag.Bool("update", false, "rewrite deployments/kubernetes/nri-suite.yaml from the chart")
@@ -276,8 +274,25 @@ func defaultNeeds() map[string]pluginNeeds {
 	}
 }
 
-// suitePlugins are the plugins by name, with their NRI index and port.
-var suitePlugins = catalog.ByName()
+// defaultPlugin is a plugin's NRI index and port as values.yaml sets
+// them; the main module's TestChartValuesFollowTheCatalog holds them to
+// the plugins' own table (internal/catalog).
+type defaultPlugin struct {
+	Index string
+	Port  int
+}
+
+// defaultPlugins are the plugins of values.yaml by name.
+func defaultPlugins(t *testing.T) map[string]defaultPlugin {
+	t.Helper()
+	chart, err := loader.Load(chartDir)
+	require.NoError(t, err)
+	data, err := yaml.Marshal(chart.Values["plugins"])
+	require.NoError(t, err)
+	var plugins map[string]defaultPlugin
+	require.NoError(t, yaml.Unmarshal(data, &plugins))
+	return plugins
+}
 
 func TestChartDefaults(t *testing.T) {
 	r, err := render(t, nil)
@@ -357,7 +372,8 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 	}
 
 	c := spec.Containers[0]
-	assert.Contains(t, c.Args, "--idx="+suitePlugins[name].Index)
+	defaults := defaultPlugins(t)[name]
+	assert.Contains(t, c.Args, "--idx="+defaults.Index)
 	assert.Contains(t, c.Args, "--name="+name)
 	assert.Contains(t, c.Args, "--config=/etc/nri-suite/config.yaml")
 	assert.Contains(t, c.Args, "--daemonset="+releaseNamespace+"/"+ds.Name)
@@ -368,7 +384,7 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 		}
 	}
 	require.NotZero(t, port, "a port named http")
-	assert.Equal(t, suitePlugins[name].Port, int(port), "the plugin's own default port (internal/catalog)")
+	assert.Equal(t, defaults.Port, int(port), "the port values.yaml sets")
 	host := "0.0.0.0"
 	if hostNet {
 		host = "127.0.0.1" // the node's loopback: probed there, not exposed
@@ -485,7 +501,7 @@ func TestChartSecurityAllowsTheSidecarMounts(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal([]byte(r.configMaps["security"].Data["config.yaml"]), &cfg))
 	helper, stateDir := sidecarPaths(t, r)
-	assert.Equal(t, []string{helper, stateDir + "/*"}, cfg.Validator.Mounts.Plugins[catalog.SidecarOrder.ID()])
+	assert.Equal(t, []string{helper, stateDir + "/*"}, cfg.Validator.Mounts.Plugins[defaultPlugins(t)["sidecar-order"].Index+"-sidecar-order"])
 }
 
 // Security refuses a pod for a plugin that its annotations ask for only if
