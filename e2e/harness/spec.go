@@ -177,28 +177,6 @@ func (c *Container) RequireCPUs(t testing.TB, cpus string) {
 	}
 }
 
-// RequireMems fails the test unless the container's cpuset.mems is mems.
-func (c *Container) RequireMems(t testing.TB, mems string) {
-	t.Helper()
-	if got := c.Spec().Mems(); got != mems {
-		t.Fatalf("container %s: cpuset.mems %q, expected %q", c.Name(), got, mems)
-	}
-}
-
-// RequireMount fails the test unless the container has a mount at
-// destination from source, and returns it.
-func (c *Container) RequireMount(t testing.TB, destination, source string) *rspec.Mount {
-	t.Helper()
-	m := c.Spec().Mount(destination)
-	if m == nil {
-		t.Fatalf("container %s: no mount at %s, expected one from %s", c.Name(), destination, source)
-	}
-	if m.Source != source {
-		t.Fatalf("container %s: mount at %s is from %s, expected %s", c.Name(), destination, m.Source, source)
-	}
-	return m
-}
-
 // RequireDevice fails the test unless the container has a device node at
 // path, and returns it.
 func (c *Container) RequireDevice(t testing.TB, path string) *rspec.LinuxDevice {
@@ -208,17 +186,4 @@ func (c *Container) RequireDevice(t testing.TB, path string) *rspec.LinuxDevice 
 		t.Fatalf("container %s: no device node at %s", c.Name(), path)
 	}
 	return d
-}
-
-// RequireAnnotation fails the test unless the container's spec has the
-// annotation key with value.
-func (c *Container) RequireAnnotation(t testing.TB, key, value string) {
-	t.Helper()
-	got, ok := c.Spec().Annotation(key)
-	if !ok {
-		t.Fatalf("container %s: annotation %s is not set, expected %q", c.Name(), key, value)
-	}
-	if got != value {
-		t.Fatalf("container %s: annotation %s=%q, expected %q", c.Name(), key, got, value)
-	}
 }
