@@ -36,6 +36,16 @@ type RuntimeAware interface {
 	SetRuntime(name, version string)
 }
 
+// FailClosed is implemented by a plugin whose checks must never be skipped: when it
+// does not answer a request in time, or its connection breaks during one, the runtime
+// fails that request instead of going on without the plugin (NRI's failure policy,
+// fail_request). Runtimes whose NRI predates failure policies (before v0.12.5:
+// containerd v2.4.2, CRI-O v1.34) ignore it, and only their configuration's required
+// plugins stand between a silent plugin and the containers after it is dropped.
+type FailClosed interface {
+	FailClosed() bool
+}
+
 // EventFilter is implemented by a plugin that must not subscribe to every event it
 // handles on every runtime or configuration: a runtime whose NRI predates an event
 // refuses a plugin that asks for it (CRI-O v1.34 and validation). Events is called at

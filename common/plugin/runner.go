@@ -417,6 +417,9 @@ func (r *Runner) connect(ctx context.Context) (stub.Stub, <-chan struct{}, error
 		stub.WithLogger(stubLogger{r.log.WithField("component", "nri-stub")}),
 		stub.WithOnClose(func() { once.Do(func() { close(lost) }) }),
 	}
+	if fc, ok := r.wrapper.plugin.(FailClosed); ok && fc.FailClosed() {
+		opts = append(opts, stub.WithFailurePolicy(&api.FailurePolicy{FailRequest: true}))
+	}
 	var conn net.Conn
 	if !r.preRegistered {
 		var err error

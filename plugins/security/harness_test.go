@@ -559,3 +559,20 @@ validator:
 	require.NoError(t, err)
 	assert.Empty(t, n.logged(t, "refuse", nil))
 }
+
+// TestUnansweredRequestFailsClosed: while the plugin does not answer (its
+// process stopped), the runtime fails the container's creation instead of
+// creating it unchecked after the request's timeout (NRI's failure policy,
+// which the plugin asks for at registration).
+func TestUnansweredRequestFailsClosed(t *testing.T) {
+	n := startNode(t, nodeOptions{})
+	_, err := n.create(t, podYAML("default", "checked", nil, ""))
+	require.NoError(t, err)
+
+	pid := n.security.PID()
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	_, err = n.create(t, podYAML("default", "unchecked", nil, ""))
+	require.Error(t, err, "no container the plugin did not check")
+	assert.Contains(t, err.Error(), "plugin 40-security failed to handle")
+}

@@ -162,6 +162,12 @@ func (p *Plugin) Events(implemented api.EventMask) api.EventMask {
 	return implemented
 }
 
+// FailClosed implements plugin.FailClosed: a container whose request the
+// plugin did not answer was not checked, so the runtime must not create it
+// (every rule is enforced by default; where none is, the cost is one
+// request failed while the plugin hangs, which the kubelet retries).
+func (p *Plugin) FailClosed() bool { return true }
+
 // Close stops watching the profile directory.
 func (p *Plugin) Close() error {
 	p.mu.Lock()
