@@ -19,8 +19,8 @@ import (
 
 func main() {
 	opts := nriplugin.Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", ProcMeminfo: cgstats.DefaultMeminfo,
-		ResctrlRoot: resctrl.DefaultRoot,
-		Server:      server.Options{Addr: server.DefaultAddr, Auth: endpointauth.Options{Listener: server.Listener}, CAdvisor: true}}
+		SysBlock: cgstats.DefaultSysBlock, ResctrlRoot: resctrl.DefaultRoot,
+		Server: server.Options{Addr: server.DefaultAddr, Auth: endpointauth.Options{Listener: server.Listener}, CAdvisor: true}}
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "where the host's cgroups are mounted (v1 controllers, hybrid or v2)")
 		fs.StringVar(&opts.ResctrlRoot, "resctrl-root", opts.ResctrlRoot, "where the host's resctrl filesystem is mounted, if it is: the containers' cache occupancy and memory bandwidth are read there")

@@ -392,6 +392,11 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 		}
 		t.Logf("%s: %d metric families served by both", path, shared)
 		assert.Positive(t, shared)
+		for _, name := range kubeletFamiliesServed[path] {
+			if _, ok := k[name]; ok {
+				assert.Contains(t, o, name, "%s: the kubelet serves %s, so must the plugin", path, name)
+			}
+		}
 	}
 	for _, pod := range []podContainer{burner, hog} {
 		podCgroup := pod.cgroup[:strings.LastIndex(pod.cgroup, "/")]
@@ -401,6 +406,16 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 		require.True(t, ok, "the plugin serves pod cgroup %s", podCgroup)
 		assert.Equal(t, k.labels, o.labels, "labels of the pod cgroup of %s", pod.pod)
 	}
+}
+
+// kubeletFamiliesServed are families of the kubelet's that the plugin
+// serves whenever the kubelet does: those of every cgroup with memory.
+// The block I/O families are compared (help, type, labels) only when both
+// serve them: the kubelet's come from every cgroup of the node, the
+// plugin's from pods that may have read nothing from a disk.
+var kubeletFamiliesServed = map[string][]string{
+	"/metrics/cadvisor": {"container_last_seen", "container_spec_memory_swap_limit_bytes", "container_spec_memory_reservation_limit_bytes"},
+	"/metrics/resource": {"node_swap_usage_bytes", "pod_swap_usage_bytes", "container_swap_usage_bytes"},
 }
 
 // find returns the series of mf whose labels include match.

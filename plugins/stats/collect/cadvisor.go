@@ -141,9 +141,25 @@ var cadvisorSeries = []series{
 		value: func(s *cgstats.Sample) (float64, bool) { return float64(s.Spec.CPUShares), s.Spec.HasCPU }},
 	{name: "container_spec_memory_limit_bytes", help: "Memory limit for the container.", kind: prometheus.GaugeValue,
 		value: func(s *cgstats.Sample) (float64, bool) { return float64(s.Spec.MemoryLimit), s.Spec.HasMemory }},
+	{name: "container_spec_memory_swap_limit_bytes", help: "Memory swap limit for the container.", kind: prometheus.GaugeValue,
+		value: func(s *cgstats.Sample) (float64, bool) { return float64(s.Spec.MemorySwapLimit), s.Spec.HasMemory }},
+	{name: "container_spec_memory_reservation_limit_bytes", help: "Memory reservation limit for the container.", kind: prometheus.GaugeValue,
+		value: func(s *cgstats.Sample) (float64, bool) { return float64(s.Spec.MemoryReservation), s.Spec.HasMemory }},
 }
 
-var startTimeDesc = prometheus.NewDesc("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", cadvisorLabels, nil)
+const (
+	startTimeName = "container_start_time_seconds"
+	startTimeHelp = "Start time of the container since unix epoch in seconds."
+	// cAdvisor's container_last_seen is the time of its scrape; here, of
+	// the reading the scrape serves (in whole seconds, as cAdvisor's).
+	lastSeenName = "container_last_seen"
+	lastSeenHelp = "Last time a container was seen by the exporter"
+)
+
+var (
+	startTimeDesc = prometheus.NewDesc(startTimeName, startTimeHelp, cadvisorLabels, nil)
+	lastSeenDesc  = prometheus.NewDesc(lastSeenName, lastSeenHelp, cadvisorLabels, nil)
+)
 
 // CAdvisor serves the snapshot under cAdvisor's names: the node's root
 // cgroup (id "/"), every pod cgroup and every running container.
@@ -171,6 +187,10 @@ func (m *CAdvisor) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	ch <- startTimeDesc
+	ch <- lastSeenDesc
+	for _, f := range deviceFamilies {
+		ch <- f.desc
+	}
 	for _, f := range resctrlFamilies {
 		ch <- f.desc
 	}
@@ -215,4 +235,6 @@ func (m *CAdvisor) emit(ch chan<- prometheus.Metric, at time.Time, s *cgstats.Sa
 		}
 		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(m.descs[i], def.kind, v, values...))
 	}
+	ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(lastSeenDesc, prometheus.GaugeValue, float64(at.Unix()), labels...))
+	collectDevices(ch, at, s.BlkIO, labels)
 }

@@ -89,6 +89,23 @@ func writeFile(t testing.TB, root, path, content string) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// writeBlkioV1 writes the v1 blkio files of a cgroup that read 4 KiB (1
+// read) and wrote 8 KiB (2 writes) on the disk sda (8:0), and read 512
+// bytes once from a loop device (7:0), which cAdvisor leaves unnamed.
+func writeBlkioV1(t testing.TB, root, name string) {
+	t.Helper()
+	writeFile(t, root, "blkio"+name+"/blkio.throttle.io_service_bytes_recursive",
+		"8:0 Read 4096\n8:0 Write 8192\n8:0 Sync 12288\n8:0 Async 0\n8:0 Discard 0\n8:0 Total 12288\n7:0 Read 512\n7:0 Write 0\n7:0 Sync 512\n7:0 Async 0\n7:0 Discard 0\n7:0 Total 512\nTotal 12800")
+	writeFile(t, root, "blkio"+name+"/blkio.throttle.io_serviced_recursive",
+		"8:0 Read 1\n8:0 Write 2\n8:0 Sync 3\n8:0 Async 0\n8:0 Discard 0\n8:0 Total 3\n7:0 Read 1\n7:0 Write 0\n7:0 Sync 1\n7:0 Async 0\n7:0 Discard 0\n7:0 Total 1\nTotal 4")
+}
+
+// writeBlkioV2 writes io.stat with the same counts as writeBlkioV1.
+func writeBlkioV2(t testing.TB, root, name string) {
+	t.Helper()
+	writeFile(t, root, path.Join(name, "io.stat"), "8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n7:0 rbytes=512 wbytes=0 rios=1 wios=0 dbytes=0 dios=0")
+}
+
 type node struct {
 	root   string
 	shared string
@@ -112,7 +129,9 @@ func newNodeOn(t *testing.T, write func(t testing.TB, root, name string, cpuNs, 
 	writeFile(t, meminfo, "", "MemTotal: "+itoa(memTotal>>10)+" kB\nMemFree: "+itoa((memTotal-rootUsage)>>10)+" kB\nSwapTotal: 0 kB\nSwapFree: 0 kB")
 	layout, err := cgstats.Detect(n.root)
 	require.NoError(t, err)
-	reader, err := cgstats.NewReader(layout, cgstats.Options{SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: meminfo})
+	sysBlock := t.TempDir()
+	writeFile(t, sysBlock, "sda/dev", "8:0")
+	reader, err := cgstats.NewReader(layout, cgstats.Options{SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: meminfo, SysBlock: sysBlock})
 	require.NoError(t, err)
 	n.c, err = New(n.inv, reader, Options{CacheFor: time.Second, Workers: 2, SharedDir: n.shared}, "nri_suite_stats", logrus.NewEntry(logrus.New()))
 	require.NoError(t, err)
@@ -187,6 +206,15 @@ pod_memory_working_set_bytes{namespace="shop",pod="web"} 6.7108864e+07 170000000
 # HELP resource_scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise
 # TYPE resource_scrape_error gauge
 resource_scrape_error 0
+# HELP container_swap_usage_bytes [ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems
+# TYPE container_swap_usage_bytes gauge
+container_swap_usage_bytes{container="app",namespace="shop",pod="web"} 0 1700000000000
+# HELP node_swap_usage_bytes [ALPHA] Current swap usage of the node in bytes. Reported only on non-windows systems
+# TYPE node_swap_usage_bytes gauge
+node_swap_usage_bytes 0 1700000000000
+# HELP pod_swap_usage_bytes [ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems
+# TYPE pod_swap_usage_bytes gauge
+pod_swap_usage_bytes{namespace="shop",pod="web"} 0 1700000000000
 `
 	for _, tc := range []struct {
 		name  string
@@ -196,7 +224,8 @@ resource_scrape_error 0
 			n := newNodeOn(t, tc.write)
 			require.NoError(t, testutil.CollectAndCompare(NewResource(n.c), strings.NewReader(want),
 				"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "node_cpu_usage_seconds_total",
-				"node_memory_working_set_bytes", "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes", "resource_scrape_error"))
+				"node_memory_working_set_bytes", "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes", "resource_scrape_error",
+				"container_swap_usage_bytes", "node_swap_usage_bytes", "pod_swap_usage_bytes"))
 		})
 	}
 }
@@ -241,7 +270,7 @@ func TestSamplesCarryTheReadingTime(t *testing.T) {
 			stamped++
 		}
 	}
-	assert.Equal(t, 7, stamped, "node, pod and container CPU and memory, and the start time")
+	assert.Equal(t, 10, stamped, "node, pod and container CPU, memory and swap, and the start time")
 }
 
 func TestSnapshotIsCachedAndFollowsTheInventory(t *testing.T) {
@@ -355,4 +384,122 @@ func TestReadingsReuseTheSpecOfThePreviousOne(t *testing.T) {
 	assert.Equal(t, uint64(4e9), second.CPU.UsageNs)
 	assert.Equal(t, first.Spec.CPUShares, second.Spec.CPUShares)
 	assert.Equal(t, uint64(2), second.Spec.CPUShares)
+}
+
+// The block I/O families: per cgroup and device, as cAdvisor's (v1: every
+// operation the kernel counts; v2: reads and writes); a cgroup without
+// block I/O files has none (the root here).
+func TestBlockIOMetrics(t *testing.T) {
+	const ctr = `container="app",device="/dev/sda",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1"`
+	const loop = `container="app",device="",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1"`
+	const rest = `name="ctr-app",namespace="shop"`
+	fs := `
+# HELP container_fs_reads_bytes_total Cumulative count of bytes read
+# TYPE container_fs_reads_bytes_total counter
+container_fs_reads_bytes_total{` + ctr + `,` + rest + `,pod="web"} 4096 1700000000000
+container_fs_reads_bytes_total{` + loop + `,` + rest + `,pod="web"} 512 1700000000000
+# HELP container_fs_reads_total Cumulative count of reads completed
+# TYPE container_fs_reads_total counter
+container_fs_reads_total{` + ctr + `,` + rest + `,pod="web"} 1 1700000000000
+container_fs_reads_total{` + loop + `,` + rest + `,pod="web"} 1 1700000000000
+# HELP container_fs_writes_bytes_total Cumulative count of bytes written
+# TYPE container_fs_writes_bytes_total counter
+container_fs_writes_bytes_total{` + ctr + `,` + rest + `,pod="web"} 8192 1700000000000
+container_fs_writes_bytes_total{` + loop + `,` + rest + `,pod="web"} 0 1700000000000
+# HELP container_fs_writes_total Cumulative count of writes completed
+# TYPE container_fs_writes_total counter
+container_fs_writes_total{` + ctr + `,` + rest + `,pod="web"} 2 1700000000000
+container_fs_writes_total{` + loop + `,` + rest + `,pod="web"} 0 1700000000000
+`
+	usage := func(ops ...string) string {
+		out := "# HELP container_blkio_device_usage_total Blkio Device bytes usage\n# TYPE container_blkio_device_usage_total counter\n"
+		for _, op := range ops {
+			sda := map[string]string{"Read": "4096", "Write": "8192", "Sync": "12288", "Async": "0", "Discard": "0", "Total": "12288"}[op]
+			lp := map[string]string{"Read": "512", "Write": "0", "Sync": "512", "Async": "0", "Discard": "0", "Total": "512"}[op]
+			out += `container_blkio_device_usage_total{` + ctr + `,major="8",minor="0",` + rest + `,operation="` + op + `",pod="web"} ` + sda + " 1700000000000\n"
+			out += `container_blkio_device_usage_total{` + loop + `,major="7",minor="0",` + rest + `,operation="` + op + `",pod="web"} ` + lp + " 1700000000000\n"
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		write func(t testing.TB, root, name string, cpuNs, usage int)
+		blkio func(t testing.TB, root, name string)
+		want  string
+	}{
+		{"v1", writeV1, writeBlkioV1, usage("Read", "Write", "Sync", "Async", "Discard", "Total") + fs},
+		{"v2", writeV2, writeBlkioV2, usage("Read", "Write") + fs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNodeOn(t, tc.write)
+			tc.blkio(t, n.root, ctrCgroup)
+			m := NewCAdvisor(n.c)
+			names := []string{"container_blkio_device_usage_total", "container_fs_reads_bytes_total", "container_fs_reads_total",
+				"container_fs_writes_bytes_total", "container_fs_writes_total"}
+			require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(tc.want), names...))
+			var direct strings.Builder
+			require.NoError(t, m.WriteText(&direct))
+			assertTextFamilies(t, tc.want, direct.String(), names...)
+		})
+	}
+}
+
+// container_spec_memory_{swap,reservation}_limit_bytes come with the
+// memory limit, and container_last_seen is on every cgroup served, with
+// the reading's time.
+func TestMemorySpecAndLastSeen(t *testing.T) {
+	n := newNode(t)
+	writeFile(t, n.root, "memory"+ctrCgroup+"/memory.memsw.limit_in_bytes", "536870912")
+	writeFile(t, n.root, "memory"+ctrCgroup+"/memory.soft_limit_in_bytes", "134217728")
+	const labels = `container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"`
+	const want = `
+# HELP container_last_seen Last time a container was seen by the exporter
+# TYPE container_last_seen gauge
+container_last_seen{container="",id="/",image="",name="",namespace="",pod=""} 1.7e+09 1700000000000
+container_last_seen{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 1.7e+09 1700000000000
+container_last_seen{` + labels + `} 1.7e+09 1700000000000
+# HELP container_spec_memory_reservation_limit_bytes Memory reservation limit for the container.
+# TYPE container_spec_memory_reservation_limit_bytes gauge
+container_spec_memory_reservation_limit_bytes{container="",id="/",image="",name="",namespace="",pod=""} 0 1700000000000
+container_spec_memory_reservation_limit_bytes{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 0 1700000000000
+container_spec_memory_reservation_limit_bytes{` + labels + `} 1.34217728e+08 1700000000000
+# HELP container_spec_memory_swap_limit_bytes Memory swap limit for the container.
+# TYPE container_spec_memory_swap_limit_bytes gauge
+container_spec_memory_swap_limit_bytes{container="",id="/",image="",name="",namespace="",pod=""} 0 1700000000000
+container_spec_memory_swap_limit_bytes{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 0 1700000000000
+container_spec_memory_swap_limit_bytes{` + labels + `} 5.36870912e+08 1700000000000
+`
+	names := []string{"container_last_seen", "container_spec_memory_reservation_limit_bytes", "container_spec_memory_swap_limit_bytes"}
+	m := NewCAdvisor(n.c)
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want), names...))
+	var direct strings.Builder
+	require.NoError(t, m.WriteText(&direct))
+	assertTextFamilies(t, want, direct.String(), names...)
+}
+
+// assertTextFamilies checks that the direct text has the families names
+// of want, series for series.
+func assertTextFamilies(t *testing.T, want, direct string, names ...string) {
+	t.Helper()
+	w, d := parsed(t, want), parsed(t, direct)
+	for _, name := range names {
+		assert.Equal(t, w[name], d[name], "%s in /metrics/cadvisor's direct text", name)
+	}
+}
+
+// Swap in /metrics/resource is the cgroups' swap in use, as
+// container_memory_swap: on v2 memory.swap.current.
+func TestResourceSwap(t *testing.T) {
+	n := newNodeOn(t, writeV2)
+	writeFile(t, n.root, podCgroup[1:]+"/memory.swap.current", "2097152")
+	writeFile(t, n.root, ctrCgroup[1:]+"/memory.swap.current", "1048576")
+	const want = `
+# HELP container_swap_usage_bytes [ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems
+# TYPE container_swap_usage_bytes gauge
+container_swap_usage_bytes{container="app",namespace="shop",pod="web"} 1.048576e+06 1700000000000
+# HELP pod_swap_usage_bytes [ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems
+# TYPE pod_swap_usage_bytes gauge
+pod_swap_usage_bytes{namespace="shop",pod="web"} 2.097152e+06 1700000000000
+`
+	require.NoError(t, testutil.CollectAndCompare(NewResource(n.c), strings.NewReader(want), "container_swap_usage_bytes", "pod_swap_usage_bytes"))
 }

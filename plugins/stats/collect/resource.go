@@ -21,6 +21,13 @@ var (
 		"[STABLE] Cumulative cpu time consumed by the pod in core-seconds", []string{"pod", "namespace"}, nil)
 	podMemoryDesc = prometheus.NewDesc("pod_memory_working_set_bytes",
 		"[STABLE] Current working set of the pod in bytes", []string{"pod", "namespace"}, nil)
+	// The swap series are ALPHA: the kubelet prefixes their help so.
+	nodeSwapDesc = prometheus.NewDesc("node_swap_usage_bytes",
+		"[ALPHA] Current swap usage of the node in bytes. Reported only on non-windows systems", nil, nil)
+	containerSwapDesc = prometheus.NewDesc("container_swap_usage_bytes",
+		"[ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems", []string{"container", "pod", "namespace"}, nil)
+	podSwapDesc = prometheus.NewDesc("pod_swap_usage_bytes",
+		"[ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems", []string{"pod", "namespace"}, nil)
 	scrapeErrorDesc = prometheus.NewDesc("resource_scrape_error",
 		"[STABLE] 1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
 )
@@ -33,8 +40,8 @@ func NewResource(c *Collector) *Resource { return &Resource{c: c} }
 
 // Describe implements prometheus.Collector.
 func (m *Resource) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{nodeCPUDesc, nodeMemoryDesc, containerCPUDesc, containerMemoryDesc,
-		containerStartDesc, podCPUDesc, podMemoryDesc, scrapeErrorDesc} {
+	for _, d := range []*prometheus.Desc{nodeCPUDesc, nodeMemoryDesc, nodeSwapDesc, containerCPUDesc, containerMemoryDesc,
+		containerSwapDesc, containerStartDesc, podCPUDesc, podMemoryDesc, podSwapDesc, scrapeErrorDesc} {
 		ch <- d
 	}
 }
@@ -49,6 +56,7 @@ func (m *Resource) Collect(ch chan<- prometheus.Metric) {
 	if n := snap.Node; n != nil && n.CPU != nil && n.Memory != nil {
 		send(nodeCPUDesc, prometheus.CounterValue, seconds(n.CPU.UsageNs))
 		send(nodeMemoryDesc, prometheus.GaugeValue, float64(n.Memory.WorkingSet))
+		send(nodeSwapDesc, prometheus.GaugeValue, float64(n.Memory.Swap))
 	} else {
 		failed = 1 // as the kubelet: the node's stats are the minimum
 	}
@@ -60,6 +68,7 @@ func (m *Resource) Collect(ch chan<- prometheus.Metric) {
 				}
 				if s.Memory != nil {
 					send(containerMemoryDesc, prometheus.GaugeValue, float64(s.Memory.WorkingSet), c.Name, p.Name, p.Namespace)
+					send(containerSwapDesc, prometheus.GaugeValue, float64(s.Memory.Swap), c.Name, p.Name, p.Namespace)
 				}
 			}
 			if !c.Started.IsZero() {
@@ -72,6 +81,7 @@ func (m *Resource) Collect(ch chan<- prometheus.Metric) {
 			}
 			if s.Memory != nil {
 				send(podMemoryDesc, prometheus.GaugeValue, float64(s.Memory.WorkingSet), p.Name, p.Namespace)
+				send(podSwapDesc, prometheus.GaugeValue, float64(s.Memory.Swap), p.Name, p.Namespace)
 			}
 		}
 	}

@@ -15,35 +15,47 @@ import (
 // TextContentType is the Prometheus text exposition format WriteText writes.
 const TextContentType = "text/plain; version=0.0.4; charset=utf-8"
 
-// family is one metric family of the text output: a series of
-// cadvisorSeries, or the start time (series nil).
+// family is one metric family of the text output.
 type family struct {
 	name, help, kind string
-	series           *series
+	// cpu: the family has cAdvisor's cpu="total" label.
+	cpu bool
+	// stamped: the samples carry the reading's time (all but the start time).
+	stamped bool
+	value   func(cg *cgroupLabels) (float64, bool)
 }
 
-// textFamilies are the cAdvisor families in name order, as a registry
-// would write them.
+// textFamilies are the cAdvisor families of one value per cgroup, in name
+// order, as a registry would write them.
 var textFamilies = func() []family {
-	fams := []family{{name: "container_start_time_seconds", help: "Start time of the container since unix epoch in seconds.", kind: "gauge"}}
+	fams := []family{
+		{name: startTimeName, help: startTimeHelp, kind: "gauge",
+			value: func(cg *cgroupLabels) (float64, bool) { return cg.started, cg.started != 0 }},
+		{name: lastSeenName, help: lastSeenHelp, kind: "gauge", stamped: true,
+			value: func(cg *cgroupLabels) (float64, bool) { return cg.seen, true }},
+	}
 	for i := range cadvisorSeries {
 		s := &cadvisorSeries[i]
 		kind := "gauge"
 		if s.kind == prometheus.CounterValue {
 			kind = "counter"
 		}
-		fams = append(fams, family{name: s.name, help: s.help, kind: kind, series: s})
+		fams = append(fams, family{name: s.name, help: s.help, kind: kind, cpu: s.cpu, stamped: true,
+			value: func(cg *cgroupLabels) (float64, bool) { return s.value(cg.sample) }})
 	}
 	sort.Slice(fams, func(i, j int) bool { return fams[i].name < fams[j].name })
 	return fams
 }()
 
-// cgroupLabels are one cgroup's label pairs, split where the cpu label of
-// the CPU usage goes (labels are written in name order).
+// cgroupLabels are one cgroup's label pairs, escaped, in pieces between
+// which the extra labels of some families go (labels are written in name
+// order): container="..." | cpu, device | id="...",image="..." | major,
+// minor | name="...",namespace="..." | operation | pod="...".
 type cgroupLabels struct {
-	head, tail string // `container="..."` and `id="...",image=...,pod="..."`
-	sample     *cgstats.Sample
-	started    float64 // 0: unknown
+	container, idImage, nameNamespace, pod string
+	sample                                 *cgstats.Sample
+	started                                float64 // 0: unknown
+	seen                                   float64 // the reading's time, in whole seconds
 }
 
 // WriteText writes the metrics of the current snapshot in the text
@@ -52,16 +64,18 @@ type cgroupLabels struct {
 // where a node with a thousand containers has some 50,000 series.
 func (m *CAdvisor) WriteText(w io.Writer) error {
 	snap := m.c.Snapshot()
+	seen := float64(snap.Time.Unix())
 	cgroups := make([]cgroupLabels, 0, 1+2*len(snap.Pods))
 	add := func(s *cgstats.Sample, started float64, container, id, image, name, namespace, pod string) {
 		if s == nil {
 			return
 		}
 		cgroups = append(cgroups, cgroupLabels{
-			head: `container="` + escape(container) + `"`,
-			tail: `id="` + escape(id) + `",image="` + escape(image) + `",name="` + escape(name) +
-				`",namespace="` + escape(namespace) + `",pod="` + escape(pod) + `"`,
-			sample: s, started: started,
+			container:     `container="` + escape(container) + `"`,
+			idImage:       `id="` + escape(id) + `",image="` + escape(image) + `"`,
+			nameNamespace: `name="` + escape(name) + `",namespace="` + escape(namespace) + `"`,
+			pod:           `pod="` + escape(pod) + `"`,
+			sample:        s, started: started, seen: seen,
 		})
 	}
 	add(snap.Node, 0, "", "/", "", "", "", "")
@@ -83,34 +97,33 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 		bw.WriteString("# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.kind + "\n")
 		for i := range cgroups {
 			cg := &cgroups[i]
-			var v float64
-			ok := false
-			if f.series == nil {
-				v, ok = cg.started, cg.started != 0
-			} else {
-				v, ok = f.series.value(cg.sample)
-			}
+			v, ok := f.value(cg)
 			if !ok {
 				continue
 			}
 			bw.WriteString(f.name)
 			bw.WriteByte('{')
-			bw.WriteString(cg.head)
-			if f.series != nil && f.series.cpu {
+			bw.WriteString(cg.container)
+			if f.cpu {
 				bw.WriteString(`,cpu="total"`)
 			}
 			bw.WriteByte(',')
-			bw.WriteString(cg.tail)
+			bw.WriteString(cg.idImage)
+			bw.WriteByte(',')
+			bw.WriteString(cg.nameNamespace)
+			bw.WriteByte(',')
+			bw.WriteString(cg.pod)
 			bw.WriteString("} ")
 			num = strconv.AppendFloat(num[:0], v, 'g', -1, 64)
 			bw.Write(num)
-			if f.series == nil {
-				bw.WriteByte('\n') // the start time carries no timestamp, as in Collect
-			} else {
+			if f.stamped {
 				bw.WriteString(stamp)
+			} else {
+				bw.WriteByte('\n') // the start time carries no timestamp, as in Collect
 			}
 		}
 	}
+	writeDeviceText(bw, cgroups, stamp)
 	writeResctrlText(bw, snap, stamp)
 	return bw.Flush()
 }

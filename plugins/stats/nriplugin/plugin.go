@@ -33,6 +33,9 @@ type Options struct {
 	// ProcMeminfo is the host's /proc/meminfo: on v2 the root cgroup's
 	// memory usage (node_memory_working_set_bytes) comes from it.
 	ProcMeminfo string
+	// SysBlock is the host's /sys/block, where the block devices of the
+	// block I/O series get their names; empty: they have none.
+	SysBlock string
 	// ResctrlRoot is where the host's resctrl filesystem is mounted: the
 	// containers' monitoring groups are read there, where it has them.
 	ResctrlRoot string
@@ -66,7 +69,8 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		deps.Log.WithError(err).Warn("assuming swap is on")
 		swap = true
 	}
-	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: opts.ProcMeminfo})
+	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: opts.ProcMeminfo,
+		SysBlock: opts.SysBlock})
 	if err != nil {
 		return nil, err
 	}

@@ -254,7 +254,8 @@ func serveStats(parent string, pods int, mode string) error {
 	if err != nil {
 		return err
 	}
-	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: cgstats.DefaultMeminfo})
+	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: cgstats.DefaultMeminfo,
+		SysBlock: cgstats.DefaultSysBlock})
 	if err != nil {
 		return err
 	}

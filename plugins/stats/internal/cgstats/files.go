@@ -103,6 +103,23 @@ func countProcs(path string) (uint64, error) {
 	return n, nil
 }
 
+// readLimit reads a file holding a limit in bytes: 0 when the file is
+// missing, "max" or at least unlimited.
+func readLimit(path string) (uint64, error) {
+	s, err := readTrimmed(path)
+	if notExist(err) || err == nil && s == "max" {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %q, expected \"max\" or a number of bytes", path, s)
+	}
+	return limitOrZero(v), nil
+}
+
 // ParseCPUMax parses v2's cpu.max, "<quota|max> <period>": the quota in
 // microseconds per period, 0 when "max".
 func ParseCPUMax(s string) (quota, period uint64, err error) {

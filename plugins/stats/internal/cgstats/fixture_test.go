@@ -59,13 +59,62 @@ func v1Files(name string) files {
 		"memory" + name + "/memory.memsw.usage_in_bytes":     "220200960\n",
 		"memory" + name + "/memory.memsw.max_usage_in_bytes": "220200960\n",
 		"memory" + name + "/memory.memsw.failcnt":            "0\n",
-		"memory" + name + "/memory.memsw.limit_in_bytes":     "9223372036854771712\n",
+		"memory" + name + "/memory.memsw.limit_in_bytes":     "536870912\n",
+		"memory" + name + "/memory.soft_limit_in_bytes":      "134217728\n",
 		"memory" + name + "/cgroup.procs":                    "101\n102\n",
 		"pids" + name + "/pids.current":                      "5\n",
 		"pids" + name + "/pids.max":                          "max\n",
 		"cpuset" + name + "/cpuset.cpus":                     "0-1\n",
 		"cpuset" + name + "/cpuset.mems":                     "0\n",
+		// BFQ's files count nothing (no device uses BFQ), so the throttling
+		// layer's count, as on these hosts.
+		"blkio" + name + "/blkio.bfq.io_serviced_recursive":           "Total 0\n",
+		"blkio" + name + "/blkio.bfq.io_service_bytes_recursive":      "Total 0\n",
+		"blkio" + name + "/blkio.throttle.io_serviced_recursive":      v1Serviced,
+		"blkio" + name + "/blkio.throttle.io_service_bytes_recursive": v1ServiceBytes,
 	}
+}
+
+// A disk (8:0) and a loop device (7:0): 4000 KiB read in 100 reads and
+// 1 MiB written in 20 writes on the disk, 8 KiB read twice on the loop.
+const (
+	v1Serviced = `8:0 Read 100
+8:0 Write 20
+8:0 Sync 120
+8:0 Async 0
+8:0 Discard 0
+8:0 Total 120
+7:0 Read 2
+7:0 Write 0
+7:0 Sync 2
+7:0 Async 0
+7:0 Discard 0
+7:0 Total 2
+Total 122
+`
+	v1ServiceBytes = `8:0 Read 4096000
+8:0 Write 1048576
+8:0 Sync 5144576
+8:0 Async 0
+8:0 Discard 0
+8:0 Total 5144576
+7:0 Read 8192
+7:0 Write 0
+7:0 Sync 8192
+7:0 Async 0
+7:0 Discard 0
+7:0 Total 8192
+Total 5152768
+`
+)
+
+// sysBlock is the fixture host's /sys/block: a disk, a loop device and a
+// hidden NVMe path, which cAdvisor leaves unnamed.
+var sysBlock = files{
+	"sda/dev":          "8:0\n",
+	"loop0/dev":        "7:0\n",
+	"nvme0c0n1/dev":    "259:1\n",
+	"nvme0c0n1/hidden": "1\n",
 }
 
 const v1MemoryStat = `cache 62914560
@@ -132,6 +181,9 @@ func v2Files(name string) files {
 		d + "memory.events":         "low 0\nhigh 0\nmax 9\noom 4\noom_kill 3\noom_group_kill 0\n",
 		d + "memory.pressure":       "some avg10=0.00 avg60=0.00 avg300=0.00 total=300\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n",
 		d + "io.pressure":           "some avg10=0.00 avg60=0.00 avg300=0.00 total=40000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=30000\n",
+		d + "io.stat":               "8:0 rbytes=4096000 wbytes=1048576 rios=100 wios=20 dbytes=0 dios=0\n7:0 rbytes=8192 wbytes=0 rios=2 wios=0 dbytes=0 dios=0\n",
+		d + "memory.swap.max":       "536870912\n",
+		d + "memory.min":            "134217728\n",
 		d + "pids.current":          "5\n",
 		d + "pids.max":              "max\n",
 		d + "cgroup.procs":          "101\n102\n",
@@ -179,9 +231,11 @@ func readerFor(t *testing.T, tree files) (*Reader, string) {
 	tree.write(t, root)
 	meminfo := filepath.Join(t.TempDir(), "meminfo")
 	require.NoError(t, os.WriteFile(meminfo, []byte(hostMeminfo), 0o644))
+	blocks := t.TempDir()
+	sysBlock.write(t, blocks)
 	layout, err := Detect(root)
 	require.NoError(t, err)
-	r, err := NewReader(layout, Options{Swap: true, SpecMaxAge: DefaultSpecMaxAge, Meminfo: meminfo})
+	r, err := NewReader(layout, Options{Swap: true, SpecMaxAge: DefaultSpecMaxAge, Meminfo: meminfo, SysBlock: blocks})
 	require.NoError(t, err)
 	r.now = func() time.Time { return readTime }
 	return r, root

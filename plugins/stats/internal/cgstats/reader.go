@@ -33,6 +33,9 @@ type Options struct {
 	// cgroup's memory usage comes from it. Empty: the root cgroup has no
 	// memory on v2.
 	Meminfo string
+	// SysBlock is the host's /sys/block (DefaultSysBlock), where block
+	// devices get their names. Empty: every device's name is "".
+	SysBlock string
 }
 
 // Reader reads samples from the cgroups of one Layout. It is safe for
@@ -41,12 +44,14 @@ type Reader struct {
 	layout Layout
 	opts   Options
 	v1     *v1Reader // nil on ModeV2
+	names  *deviceNames
 	now    func() time.Time
 }
 
 // NewReader returns a reader of the cgroups under layout.
 func NewReader(layout Layout, opts Options) (*Reader, error) {
 	r := &Reader{layout: layout, opts: opts, now: time.Now}
+	r.names = &deviceNames{sysBlock: opts.SysBlock, maxAge: max(opts.SpecMaxAge, time.Second), now: func() time.Time { return r.now() }}
 	switch layout.Mode {
 	case ModeV1, ModeHybrid:
 		r.v1 = newV1Reader(layout.Root, opts.Swap)
@@ -88,6 +93,7 @@ func (r *Reader) Read(name string, prev *Sample) (Sample, error) {
 	default:
 		err = r.v1.read(name, &s, !reuse)
 	}
+	r.names.assign(s.BlkIO)
 	return s, err
 }
 

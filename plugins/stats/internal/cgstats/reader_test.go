@@ -16,21 +16,41 @@ func wantSample(shares uint64) Sample {
 		CPU: &CPU{UsageNs: 5e9, UserNs: 3.5e9, SystemNs: 1.5e9, Periods: 40, ThrottledPeriods: 7, ThrottledNs: 123e6},
 		Memory: &Memory{Usage: 200 << 20, MaxUsage: 250 << 20, WorkingSet: 150 << 20, RSS: 130 << 20, Cache: 60 << 20,
 			MappedFile: 4 << 20, Swap: 10 << 20, Failcnt: 9, OOMKills: 3},
-		Pids:   &Pids{Processes: 2, Threads: 5, ThreadsMax: 0},
-		Spec:   Spec{HasCPU: true, CPUShares: shares, CPUQuota: 50000, CPUPeriod: 100000, HasMemory: true, MemoryLimit: 256 << 20},
+		Pids: &Pids{Processes: 2, Threads: 5, ThreadsMax: 0},
+		Spec: Spec{HasCPU: true, CPUShares: shares, CPUQuota: 50000, CPUPeriod: 100000, HasMemory: true, MemoryLimit: 256 << 20,
+			MemorySwapLimit: 512 << 20, MemoryReservation: 128 << 20},
 		CPUSet: &CPUSet{CPUs: "0-1", Mems: "0"},
 		SpecAt: readTime,
 	}
+}
+
+// wantV1BlkIO is what v1Files' blkio files hold: every operation the
+// kernel counts, the disk named, the loop device not (as cAdvisor).
+var wantV1BlkIO = []DeviceIO{
+	{Major: 8, Minor: 0, Device: "/dev/sda",
+		Bytes: []OpCount{{"Read", 4096000}, {"Write", 1048576}, {"Sync", 5144576}, {"Async", 0}, {"Discard", 0}, {"Total", 5144576}},
+		IOs:   []OpCount{{"Read", 100}, {"Write", 20}, {"Sync", 120}, {"Async", 0}, {"Discard", 0}, {"Total", 120}}},
+	{Major: 7, Minor: 0,
+		Bytes: []OpCount{{"Read", 8192}, {"Write", 0}, {"Sync", 8192}, {"Async", 0}, {"Discard", 0}, {"Total", 8192}},
+		IOs:   []OpCount{{"Read", 2}, {"Write", 0}, {"Sync", 2}, {"Async", 0}, {"Discard", 0}, {"Total", 2}}},
+}
+
+// wantV2BlkIO is v2Files' io.stat in the same terms: reads and writes.
+var wantV2BlkIO = []DeviceIO{
+	{Major: 8, Minor: 0, Device: "/dev/sda", Bytes: []OpCount{{"Read", 4096000}, {"Write", 1048576}}, IOs: []OpCount{{"Read", 100}, {"Write", 20}}},
+	{Major: 7, Minor: 0, Bytes: []OpCount{{"Read", 8192}, {"Write", 0}}, IOs: []OpCount{{"Read", 2}, {"Write", 0}}},
 }
 
 var wantPressure = Pressure{CPU: &PSI{SomeUsec: 2e6, FullUsec: 1e6}, Memory: &PSI{SomeUsec: 300, FullUsec: 200}, IO: &PSI{SomeUsec: 40000, FullUsec: 30000}}
 
 func TestReadsEveryLayout(t *testing.T) {
 	v1 := wantSample(512)
-	hybrid := wantSample(512)
+	v1.BlkIO = wantV1BlkIO
+	hybrid := v1
 	hybrid.Pressure = wantPressure
 	v2 := wantSample(500) // cpu.weight 20 is 500 shares: 2 + (20-1)*262142/9999
 	v2.Pressure = wantPressure
+	v2.BlkIO = wantV2BlkIO
 	for _, tc := range []struct {
 		name string
 		tree files
@@ -128,7 +148,31 @@ func TestMissingFilesLeaveTheirGroupOut(t *testing.T) {
 		{"v2 no cgroup.procs", v2Files(container).with(nil, d+"/cgroup.procs"),
 			func(t *testing.T, s Sample) { assert.Nil(t, s.Pids, "no process count"); assert.NotNil(t, s.Memory) }},
 		{"v2 no PSI", v2Files(container).with(nil, d+"/cpu.pressure", d+"/memory.pressure", d+"/io.pressure"),
-			func(t *testing.T, s Sample) { assert.Equal(t, Pressure{}, s.Pressure) }},
+			func(t *testing.T, s Sample) {
+				assert.Equal(t, Pressure{}, s.Pressure)
+				assert.Equal(t, wantV2BlkIO, s.BlkIO, "io.stat is read without io.pressure")
+			}},
+		{"v2 no io controller", v2Files(container).with(nil, d+"/io.stat"),
+			func(t *testing.T, s Sample) { assert.Nil(t, s.BlkIO); assert.NotNil(t, s.Pressure.IO) }},
+		{"v1 no blkio controller", v1Files(container).with(nil, "blkio"+container+"/blkio.throttle.io_serviced_recursive",
+			"blkio"+container+"/blkio.throttle.io_service_bytes_recursive", "blkio"+container+"/blkio.bfq.io_serviced_recursive",
+			"blkio"+container+"/blkio.bfq.io_service_bytes_recursive"),
+			func(t *testing.T, s Sample) { assert.Nil(t, s.BlkIO); assert.NotNil(t, s.Memory) }},
+		{"v1 without swap accounting or soft limit", v1Files(container).with(nil, "memory/memory.memsw.usage_in_bytes",
+			"memory"+container+"/memory.memsw.usage_in_bytes", "memory"+container+"/memory.memsw.max_usage_in_bytes",
+			"memory"+container+"/memory.memsw.failcnt", "memory"+container+"/memory.memsw.limit_in_bytes",
+			"memory"+container+"/memory.soft_limit_in_bytes"),
+			func(t *testing.T, s Sample) {
+				assert.Zero(t, s.Spec.MemorySwapLimit)
+				assert.Zero(t, s.Spec.MemoryReservation)
+				assert.True(t, s.Spec.HasMemory)
+			}},
+		{"v2 unlimited swap, no memory.min", v2Files(container).with(files{d + "/memory.swap.max": "max\n"}, d+"/memory.min"),
+			func(t *testing.T, s Sample) {
+				assert.Zero(t, s.Spec.MemorySwapLimit)
+				assert.Zero(t, s.Spec.MemoryReservation)
+				assert.Equal(t, uint64(256<<20), s.Spec.MemoryLimit)
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := readerFor(t, tc.tree)
@@ -167,6 +211,20 @@ func TestMalformedFilesFailOnlyTheirGroup(t *testing.T) {
 			func(t *testing.T, s Sample) { assert.False(t, s.Spec.HasCPU); assert.NotNil(t, s.Memory) }},
 		{"hybrid memory.pressure", v1Files(container).with(unifiedFiles(container)).with(files{"unified" + container + "/memory.pressure": "some avg10=1\n"}), "total=",
 			func(t *testing.T, s Sample) { assert.Nil(t, s.Pressure.Memory); assert.NotNil(t, s.Memory) }},
+		{"v1 blkio", v1Files(container).with(files{"blkio" + container + "/blkio.throttle.io_service_bytes_recursive": "8:0 Read\n"}),
+			`blkio.throttle.io_service_bytes_recursive: line "8:0 Read\n", expected "<major>:<minor> <operation> <value>"`,
+			func(t *testing.T, s Sample) { assert.Nil(t, s.BlkIO); assert.NotNil(t, s.Memory) }},
+		{"v1 blkio device", v1Files(container).with(files{"blkio" + container + "/blkio.throttle.io_serviced_recursive": "sda Read 1\n"}),
+			`blkio.throttle.io_serviced_recursive: line "sda Read 1\n"`,
+			func(t *testing.T, s Sample) { assert.Nil(t, s.BlkIO); assert.NotNil(t, s.Memory) }},
+		{"v1 memory.soft_limit_in_bytes", v1Files(container).with(files{"memory" + container + "/memory.soft_limit_in_bytes": "-\n"}),
+			`memory.soft_limit_in_bytes: "-", expected "max" or a number of bytes`,
+			func(t *testing.T, s Sample) {
+				assert.Zero(t, s.Spec.MemoryReservation)
+				assert.True(t, s.Spec.HasMemory)
+			}},
+		{"v2 memory.swap.max", v2Files(container).with(files{d + "/memory.swap.max": "lots\n"}), `memory.swap.max: "lots"`,
+			func(t *testing.T, s Sample) { assert.Zero(t, s.Spec.MemorySwapLimit); assert.True(t, s.Spec.HasMemory) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := readerFor(t, tc.tree)
@@ -411,4 +469,57 @@ func TestV1CPUStatIsReadOnlyWithAQuota(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On v1 the counts come from the first pair of blkio files that counts
+// anything, in runc's order (cAdvisor's stats): BFQ's when a device uses
+// BFQ, else the throttling layer's, recursive, else not.
+func TestV1BlkIOFilesInRuncsOrder(t *testing.T) {
+	b := "blkio" + container + "/"
+	for _, tc := range []struct {
+		name      string
+		tree      files
+		wantBytes uint64 // of 8:0's Read
+	}{
+		{"throttle", v1Files(container), 4096000},
+		{"BFQ counts", v1Files(container).with(files{b + "blkio.bfq.io_serviced_recursive": "8:0 Read 1\nTotal 1\n",
+			b + "blkio.bfq.io_service_bytes_recursive": "8:0 Read 512\nTotal 512\n"}), 512},
+		{"no BFQ files", v1Files(container).with(nil, b+"blkio.bfq.io_serviced_recursive", b+"blkio.bfq.io_service_bytes_recursive"), 4096000},
+		{"non-recursive only", v1Files(container).with(files{b + "blkio.throttle.io_serviced": "8:0 Read 3\n",
+			b + "blkio.throttle.io_service_bytes": "8:0 Read 1536\n"}, b+"blkio.throttle.io_serviced_recursive", b+"blkio.throttle.io_service_bytes_recursive"), 1536},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := readerFor(t, tc.tree)
+			got, err := r.Read(container, nil)
+			require.NoError(t, err)
+			require.NotEmpty(t, got.BlkIO)
+			assert.Equal(t, "/dev/sda", got.BlkIO[0].Device)
+			v, ok := Op(got.BlkIO[0].Bytes, "Read")
+			assert.True(t, ok)
+			assert.Equal(t, tc.wantBytes, v)
+		})
+	}
+}
+
+// A disk that appears later is named once the list is SpecMaxAge old:
+// until then, its name is empty.
+func TestNewDiskIsNamedAfterTheListAges(t *testing.T) {
+	r, root := readerFor(t, v2Files(container))
+	dm := files{container[1:] + "/io.stat": "253:0 rbytes=1 wbytes=2 rios=3 wios=4\n"}
+	dm.write(t, root)
+	first, err := r.Read(container, nil)
+	require.NoError(t, err)
+	require.Len(t, first.BlkIO, 1)
+	assert.Empty(t, first.BlkIO[0].Device, "253:0 is not in /sys/block yet")
+
+	files{"dm-0/dev": "253:0\n"}.write(t, r.names.sysBlock)
+	r.now = func() time.Time { return readTime.Add(DefaultSpecMaxAge - time.Second) }
+	young, err := r.Read(container, nil)
+	require.NoError(t, err)
+	assert.Empty(t, young.BlkIO[0].Device, "the list is reused while it is young")
+
+	r.now = func() time.Time { return readTime.Add(DefaultSpecMaxAge) }
+	old, err := r.Read(container, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "/dev/dm-0", old.BlkIO[0].Device)
 }

@@ -12,6 +12,9 @@ type Sample struct {
 	Spec     Spec
 	CPUSet   *CPUSet
 	Pressure Pressure
+	// BlkIO is the I/O the cgroup did per block device; empty where the
+	// kernel counts none (the v2 root cgroup, no I/O yet).
+	BlkIO []DeviceIO
 	// SpecAt is when the CPU spec and the cpuset were read.
 	SpecAt time.Time
 }
@@ -61,6 +64,13 @@ type Spec struct {
 	HasMemory bool   `json:"-"`
 	// MemoryLimit is in bytes; 0 when unlimited.
 	MemoryLimit uint64 `json:"memoryLimitBytes,omitempty"`
+	// MemorySwapLimit (v1 memory.memsw.limit_in_bytes, memory plus swap;
+	// v2 memory.swap.max) and MemoryReservation (v1
+	// memory.soft_limit_in_bytes, v2 memory.min) are in bytes, 0 when
+	// unlimited or absent, as cAdvisor reports them. They change only with
+	// an update, and are read with the CPU spec.
+	MemorySwapLimit   uint64 `json:"memorySwapLimitBytes,omitempty"`
+	MemoryReservation uint64 `json:"memoryReservationBytes,omitempty"`
 }
 
 // CPUSet is where the cgroup may run: kernel list syntax.
@@ -77,4 +87,31 @@ type Pressure struct {
 // Some is time at least one task waited, Full time all tasks stalled.
 type PSI struct {
 	SomeUsec, FullUsec uint64
+}
+
+// DeviceIO is what a cgroup did on one block device, as cAdvisor's
+// DiskIo: bytes and operations by kind, in the kernel's order (v1 Read,
+// Write, Sync, Async, Discard, Total; v2 Read, Write).
+type DeviceIO struct {
+	Major, Minor uint64
+	// Device is /dev/<name> of a disk of the node, as cAdvisor names it;
+	// empty for other devices (loop, ram, sr).
+	Device     string
+	Bytes, IOs []OpCount
+}
+
+// OpCount is one kind of operation and its cumulative count.
+type OpCount struct {
+	Op    string
+	Value uint64
+}
+
+// Op returns the count of op, and whether the device has it.
+func Op(counts []OpCount, op string) (uint64, bool) {
+	for _, c := range counts {
+		if c.Op == op {
+			return c.Value, true
+		}
+	}
+	return 0, false
 }

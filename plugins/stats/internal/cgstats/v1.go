@@ -17,7 +17,7 @@ type v1Reader struct {
 	// cpu reads cpu.stat and cpuacct, cpuacct the latter alone.
 	cpu, cpuacct, memory, pids    cgroup1.InitOpts
 	cpuDir, cpuacctDir, cpusetDir string
-	memoryDir, pidsDir            string
+	memoryDir, pidsDir, blkioDir  string
 }
 
 func newV1Reader(root string, swap bool) *v1Reader {
@@ -28,6 +28,7 @@ func newV1Reader(root string, swap bool) *v1Reader {
 		cpusetDir:  filepath.Join(root, string(cgroup1.Cpuset)),
 		memoryDir:  filepath.Join(root, string(cgroup1.Memory)),
 		pidsDir:    filepath.Join(root, string(cgroup1.Pids)),
+		blkioDir:   filepath.Join(root, string(cgroup1.Blkio)),
 	}
 	// Kernel memory is not reported; swap only when asked and accounted.
 	ignored := []string{"kmem", "kmem.tcp"}
@@ -85,6 +86,10 @@ func (r *v1Reader) read(name string, s *Sample, spec bool) error {
 		if err := r.cpuSpec(name, &s.Spec); err != nil && !notExist(err) {
 			fail("cpu spec", vanished(filepath.Join(r.cpuDir, name), err))
 		}
+		dir := filepath.Join(r.memoryDir, name)
+		if err := memorySpec(dir, "memory.memsw.limit_in_bytes", "memory.soft_limit_in_bytes", &s.Spec); err != nil {
+			fail("memory spec", vanished(dir, err))
+		}
 	}
 	// cpu.stat holds only the CFS counters, which stay 0 without a quota
 	// (the period timer runs only with one) and are then not reported.
@@ -127,6 +132,13 @@ func (r *v1Reader) read(name string, s *Sample, spec bool) error {
 		} else if err = vanished(memDir, err); !notExist(err) {
 			fail("processes", err)
 		}
+	}
+
+	blkioDir := filepath.Join(r.blkioDir, name)
+	if io, err := readV1BlkIO(blkioDir); err == nil {
+		s.BlkIO = io
+	} else {
+		fail("blkio", vanished(blkioDir, err))
 	}
 
 	cpusetDir := filepath.Join(r.cpusetDir, name)
@@ -188,6 +200,21 @@ func (r *v1Reader) cpuSpec(name string, spec *Spec) error {
 	}
 	spec.HasCPU, spec.CPUShares, spec.CPUPeriod = true, uint64(max(shares, 0)), uint64(max(period, 0))
 	spec.CPUQuota = uint64(max(quota, 0)) // -1: unlimited
+	return nil
+}
+
+// memorySpec reads the swap limit and the reservation, as cAdvisor: a
+// missing file (v1 without swap accounting) is 0, as is "max".
+func memorySpec(dir, swapFile, reservationFile string, spec *Spec) error {
+	swap, err := readLimit(filepath.Join(dir, swapFile))
+	if err != nil {
+		return fmt.Errorf("memory spec: %w", err)
+	}
+	reservation, err := readLimit(filepath.Join(dir, reservationFile))
+	if err != nil {
+		return fmt.Errorf("memory spec: %w", err)
+	}
+	spec.MemorySwapLimit, spec.MemoryReservation = swap, reservation
 	return nil
 }
 

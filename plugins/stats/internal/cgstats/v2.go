@@ -45,8 +45,15 @@ func readV2(mount, name string, s *Sample, spec bool, meminfo string) error {
 		}
 		s.Pressure.CPU = psi(st.CPU.PSI)
 	}
-	if st := stat("io", "io.pressure", cgroup2.StatIO); st != nil && st.Io != nil {
+	// io.stat exists where the io controller is enabled, io.pressure
+	// wherever PSI is on: either is worth the reading.
+	ioFile := "io.stat"
+	if !exists(filepath.Join(dir, ioFile)) {
+		ioFile = "io.pressure"
+	}
+	if st := stat("io", ioFile, cgroup2.StatIO); st != nil && st.Io != nil {
 		s.Pressure.IO = psi(st.Io.PSI)
+		s.BlkIO = v2BlkIO(st.Io.Usage)
 	}
 
 	if meminfo != "" && filepath.Clean(dir) == filepath.Clean(mount) && !exists(filepath.Join(dir, "memory.current")) {
@@ -75,6 +82,9 @@ func readV2(mount, name string, s *Sample, spec bool, meminfo string) error {
 	}
 	if spec {
 		if err := v2CPUSpec(dir, &s.Spec); err != nil {
+			errs = append(errs, vanished(dir, err))
+		}
+		if err := memorySpec(dir, "memory.swap.max", "memory.min", &s.Spec); err != nil {
 			errs = append(errs, vanished(dir, err))
 		}
 		// The effective sets: cpuset.cpus is empty in a cgroup that inherits.
