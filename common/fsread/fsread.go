@@ -13,6 +13,7 @@
 package fsread
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -70,10 +71,14 @@ func Opened(f *os.File, path string, limit int64) ([]byte, error) {
 	}
 	// The size is checked again while reading: the file may grow, and
 	// files of /proc and /sys report a size of 0 or 4096 whatever they hold.
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// Sized to the file up front: growing to a checkpoint of megabytes
+	// copied and cleared it a dozen times. The margin is what ReadFrom
+	// wants free to read on, so that the end is seen without growing.
+	buf := bytes.NewBuffer(make([]byte, 0, min(info.Size(), limit)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
+	data := buf.Bytes()
 	if int64(len(data)) > limit {
 		return nil, tooLarge(path, limit)
 	}

@@ -66,39 +66,49 @@ func (a Annotations) Keys(key string) []string {
 // for a container the pod may not have is not refused: NRI does not say
 // which containers a pod has.
 func (a Annotations) Lookup(key string) (value, matched string, ok bool, err error) {
-	if err := a.checkForms(key); err != nil {
-		return "", "", true, err
-	}
-	for _, k := range a.Keys(key) {
-		if v, ok := a.pod[k]; ok {
-			return v, k, true, CheckSize(k, v, a.maxValue)
-		}
-	}
-	return "", "", false, nil
-}
-
-// checkForms refuses the first key, in sorted order so that the error is
-// the same every time, under key+"/" that is not one of its forms.
-func (a Annotations) checkForms(key string) error {
+	// One pass over the pod's annotations, without building the keys: a
+	// Synchronize looks up every container's.
+	prefix, own := key+"/", "container."+a.container
 	var bad string
+	rank := 0 // of matched: 3 <key>/container.<name>, 2 <key>/pod, 1 <key>
 	for k := range a.pod {
-		suffix, under := strings.CutPrefix(k, key+"/")
-		if !under || suffix == "pod" {
-			continue
-		}
-		if name, ok := strings.CutPrefix(suffix, "container."); ok && IsDNSLabel(name) {
-			continue
-		}
-		if bad == "" || k < bad {
+		suffix, under := strings.CutPrefix(k, prefix)
+		switch {
+		case k == key:
+			if rank < 1 {
+				matched, rank = k, 1
+			}
+		case !under:
+		case suffix == "pod":
+			if rank < 2 {
+				matched, rank = k, 2
+			}
+		case a.container != "" && suffix == own:
+			matched, rank = k, 3
+		case validContainerForm(suffix):
+		case bad == "" || k < bad:
+			// The first in sorted order, so that the error is the same
+			// every time.
 			bad = k
 		}
 	}
-	if bad == "" {
-		return nil
+	if bad != "" {
+		return "", "", true, &AnnotationError{Key: bad, Value: a.pod[bad], Want: fmt.Sprintf(
+			"a key of the form %s, %s/pod or %s/container.<name>, where <name> is a container's name (lowercase letters, digits and '-')",
+			key, key, key)}
 	}
-	return &AnnotationError{Key: bad, Value: a.pod[bad], Want: fmt.Sprintf(
-		"a key of the form %s, %s/pod or %s/container.<name>, where <name> is a container's name (lowercase letters, digits and '-')",
-		key, key, key)}
+	if rank == 0 {
+		return "", "", false, nil
+	}
+	value = a.pod[matched]
+	return value, matched, true, CheckSize(matched, value, a.maxValue)
+}
+
+// validContainerForm reports whether suffix, what follows <key>/, is
+// container.<name> for a possible container name.
+func validContainerForm(suffix string) bool {
+	name, ok := strings.CutPrefix(suffix, "container.")
+	return ok && IsDNSLabel(name)
 }
 
 // AnnotationDomain is the domain of an annotation key: its prefix

@@ -111,7 +111,11 @@ func mulDivCeil(a, b, c uint64) int64 {
 // unifiedBytes reads a positive byte count from a cgroup v2 unified setting;
 // anything else ("0", "max", garbage) is unknown.
 func unifiedBytes(unified map[string]string, key string) int64 {
-	v, err := strconv.ParseInt(unified[key], 10, 64)
+	s, ok := unified[key]
+	if !ok {
+		return 0 // the usual case, without the parse error's allocation
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v < 0 {
 		return 0
 	}

@@ -103,9 +103,22 @@ func parseEnvelope(raw []byte) (envelope, error) {
 }
 
 // decode checks the envelope in raw and decodes its payload strictly.
+//
+// The file is compacted first, whole: its payload is then the compact form
+// the checksum covers, and the two decodings after it scan the payload
+// without the indentation (a third of a large checkpoint's bytes).
 func decode[T any](raw []byte, version int) (T, error) {
 	var zero T
-	env, err := parseEnvelope(raw)
+	compact := bytes.NewBuffer(make([]byte, 0, len(raw)))
+	if err := json.Compact(compact, raw); err != nil {
+		// Not JSON: the envelope's decoder says how (truncated, data after
+		// it) the way the other errors do.
+		if _, err := parseEnvelope(raw); err != nil {
+			return zero, err
+		}
+		return zero, fmt.Errorf("%w: decoding envelope: %w", ErrMalformed, err)
+	}
+	env, err := parseEnvelope(compact.Bytes())
 	if err != nil {
 		return zero, err
 	}
@@ -115,11 +128,7 @@ func decode[T any](raw []byte, version int) (T, error) {
 	if env.Version != version {
 		return zero, fmt.Errorf("%w: schema version %d, want %d", ErrWrongVersion, env.Version, version)
 	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, env.Data); err != nil {
-		return zero, fmt.Errorf("%w: compacting data: %w", ErrMalformed, err)
-	}
-	if sum := checksum(compact.Bytes()); env.Checksum != sum {
+	if sum := checksum(env.Data); env.Checksum != sum {
 		return zero, fmt.Errorf("%w: file says %q, data hashes to %q", ErrChecksumMismatch, env.Checksum, sum)
 	}
 	var v T
