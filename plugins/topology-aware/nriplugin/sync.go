@@ -177,22 +177,36 @@ func (p *Plugin) running(pods []*api.PodSandbox, ctrs []*api.Container) []policy
 	}
 	out := make([]policy.Running, 0, len(ctrs))
 	requests := p.requests.forMany()
+	// Most containers run on one of a few cpusets (the shared pool's):
+	// each is parsed once. A CPUSet is immutable, so they share it.
+	parsed := map[string]cpuset.CPUSet{}
+	parse := func(s string) (cpuset.CPUSet, error) {
+		if set, ok := parsed[s]; ok {
+			return set, nil
+		}
+		set, err := cpuset.Parse(s)
+		if err == nil {
+			parsed[s] = set
+		}
+		return set, err
+	}
 	for _, ctr := range ctrs {
 		if ctr.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
 		req, id, err := requests.Build(podByID[ctr.GetPodSandboxId()], ctr, nil)
-		log := p.log.WithFields(id.Fields())
+		// The entry is made only for a warning: 10,000 of them for nothing
+		// were a tenth of the work.
 		if err != nil {
-			log.WithError(err).Warn("running container has a bad request; restoring it with defaults for the bad parts")
+			p.log.WithFields(id.Fields()).WithError(err).Warn("running container has a bad request; restoring it with defaults for the bad parts")
 		}
 		r := policy.Running{Request: req}
 		cpu := ctr.GetLinux().GetResources().GetCpu()
-		if r.CPUs, err = cpuset.Parse(cpu.GetCpus()); err != nil {
-			log.WithError(err).Warn("running container has an unreadable cpuset.cpus; treating it as unknown")
+		if r.CPUs, err = parse(cpu.GetCpus()); err != nil {
+			p.log.WithFields(id.Fields()).WithError(err).Warn("running container has an unreadable cpuset.cpus; treating it as unknown")
 		}
-		if r.Mems, err = cpuset.Parse(cpu.GetMems()); err != nil {
-			log.WithError(err).Warn("running container has an unreadable cpuset.mems; treating it as unknown")
+		if r.Mems, err = parse(cpu.GetMems()); err != nil {
+			p.log.WithFields(id.Fields()).WithError(err).Warn("running container has an unreadable cpuset.mems; treating it as unknown")
 		}
 		out = append(out, r)
 	}
@@ -212,12 +226,28 @@ func notStarted(ctrs []*api.Container) []string {
 
 // logRestore logs one line per decision of the restore and a summary.
 func (p *Plugin) logRestore(report policy.RestoreReport, saved policy.Snapshot, running []policy.Running, source string) {
+	// The requests of the containers whose decisions are logged below, by
+	// id: on a full node nearly every container is kept, logged at most at
+	// debug, and a map of all 10,000 would be made for nothing.
+	debug := p.log.Logger.IsLevelEnabled(logrus.DebugLevel)
 	requests := map[string]policy.Request{}
+	for _, ids := range [][]string{report.Adopted, report.Dropped} {
+		for _, id := range ids {
+			requests[id] = policy.Request{}
+		}
+	}
+	for _, pl := range report.Replaced {
+		requests[pl.ContainerID] = policy.Request{}
+	}
 	for _, c := range saved.Containers {
-		requests[c.Request.ContainerID] = c.Request
+		if _, ok := requests[c.Request.ContainerID]; ok || debug {
+			requests[c.Request.ContainerID] = c.Request
+		}
 	}
 	for _, r := range running {
-		requests[r.Request.ContainerID] = r.Request
+		if _, ok := requests[r.Request.ContainerID]; ok || debug {
+			requests[r.Request.ContainerID] = r.Request
+		}
 	}
 	entry := func(id string) *logrus.Entry {
 		req := requests[id]
@@ -231,7 +261,7 @@ func (p *Plugin) logRestore(report policy.RestoreReport, saved policy.Snapshot, 
 	}
 	// Kept is what a restart is for, and on a full node 10,000 lines that
 	// say nothing moved: at debug. Every other decision is news.
-	if p.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+	if debug {
 		for _, id := range report.Kept {
 			entry(id).WithFields(placed(id)).Debug("kept container's placement from the checkpoint")
 		}
