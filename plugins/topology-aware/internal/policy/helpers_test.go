@@ -13,7 +13,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/topology/sysfs"
 )
 
-const fixtures = "../../../common/topology/testdata"
+const fixtures = "../../../../common/topology/testdata"
 
 // allFixtures are the committed machines: four described, one captured.
 var allFixtures = []string{"smt-1s-8c", "smt-2s-12c-interleaved", "snc-2s-4n-80c", "nps4-2s-12n-256c-cpuless", "this-machine"}
