@@ -64,13 +64,16 @@ func cloneRequest(r Request) Request {
 // containers, and reports what it kept, adopted, replaced and dropped.
 func (p *Policy) Restore(saved Snapshot, running []Running) RestoreReport {
 	p.reset()
+	// Sized up front: growing maps of 10,000 containers step by step was a
+	// good part of a large Synchronize's garbage.
+	p.containers = make(map[string]*entry, len(running))
 	runs := p.ranked(running)
-	byID := map[string]SavedContainer{}
+	byID := make(map[string]SavedContainer, len(saved.Containers))
 	for _, s := range saved.Containers {
 		byID[s.Placement.ContainerID] = s
 	}
 	var report RestoreReport
-	isRunning := map[string]bool{}
+	isRunning := make(map[string]bool, len(runs))
 	var anew []Running
 	reasons := map[string]string{}
 	p.markPodLevel(saved.PodLevel, runs)
