@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -339,4 +340,39 @@ func changedRecords[T any](set *recordSet[T], before map[string]T) int {
 		}
 	}
 	return n
+}
+
+// BenchmarkSynchronizeRequest measures what the runtime's Synchronize
+// request of each node weighs in the plugin's process before the handler
+// runs: its size on the wire (request-MB, all pages) and the heap its
+// decoded objects hold (decoded-MiB), which the NRI stub keeps until the
+// handler returns. The plugin's code cannot free it: it bounds the peak
+// memory of a Synchronize from below.
+func BenchmarkSynchronizeRequest(b *testing.B) {
+	for _, n := range nodes {
+		b.Run(n.String(), func(b *testing.B) {
+			p := newTestPlugin(b, n.fixture, nil)
+			pods, ctrs := populate(b, p.Plugin, n).list()
+			wire, err := (&api.SynchronizeRequest{Pods: pods, Containers: ctrs}).MarshalVT()
+			require.NoError(b, err)
+			var decoded uint64
+			for b.Loop() {
+				before := heapInUse()
+				req := &api.SynchronizeRequest{}
+				require.NoError(b, req.UnmarshalVT(wire))
+				decoded = heapInUse() - before
+				require.Len(b, req.Containers, len(ctrs))
+			}
+			b.ReportMetric(float64(len(wire))/1e6, "request-MB")
+			b.ReportMetric(float64(decoded)/(1<<20), "decoded-MiB")
+		})
+	}
+}
+
+// heapInUse is the heap's live bytes after a full collection.
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
