@@ -21,7 +21,7 @@ const gib = int64(1) << 30
 
 func fixture(t *testing.T, name string) *topology.Topology {
 	t.Helper()
-	d, err := description.Load(filepath.Join("..", "..", "..", "common", "topology", "testdata", name, "description.yaml"))
+	d, err := description.Load(filepath.Join("..", "..", "..", "..", "common", "topology", "testdata", name, "description.yaml"))
 	require.NoError(t, err)
 	topo, err := d.Topology()
 	require.NoError(t, err)

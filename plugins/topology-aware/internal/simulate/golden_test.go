@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { harness.Main(m) }
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/workloads/golden")
 
-const workloadDir = "../testdata/workloads"
+const workloadDir = "../../testdata/workloads"
 
 // The topology fixtures, by CPU count.
 const (
@@ -35,7 +35,7 @@ const (
 )
 
 func fixtureDir(name string) string {
-	return filepath.Join("..", "..", "..", "common", "topology", "testdata", name)
+	return filepath.Join("..", "..", "..", "..", "common", "topology", "testdata", name)
 }
 
 // goldenCase is a workload run on a fixture with a configuration; check
