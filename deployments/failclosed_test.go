@@ -130,12 +130,13 @@ func TestContainerdDropInFailsClosed(t *testing.T) {
 	})
 
 	// A plugin that stops answering is disconnected when its request times
-	// out; the container in flight is refused by security's own validator,
-	// which NRI asks after the timeout, on the connection it closed.
+	// out; the container in flight is refused there, as security's failure
+	// policy asks (fail_request, NRI v0.12.5; before, security's own
+	// validator refused it, asked after the timeout on the closed connection).
 	security.Restart(t)
 	require.NoError(t, syscall.Kill(security.PID(), syscall.SIGSTOP))
 	t.Run("security hangs", func(t *testing.T) {
-		assert.ErrorContains(t, create(t, tolerating("hung", nil)), `validator plugin 40-security failed`)
+		assert.ErrorContains(t, create(t, tolerating("hung", nil)), `plugin 40-security failed to handle CreateContainer request`)
 		assert.ErrorContains(t, create(t, tolerating("after-hung", nil)), missingSecurity)
 	})
 	security.Kill(t)
