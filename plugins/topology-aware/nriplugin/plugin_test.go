@@ -2,6 +2,7 @@ package nriplugin
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -181,6 +182,29 @@ func TestSynchronizeAfterRuntimeRestartMovesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, found)
 	assert.Equal(t, p.pol.Snapshot(), saved.Snapshot)
+}
+
+// TestCheckpointReadWhenThePluginStarts: a new process reads its
+// checkpoint before it connects, so that its first Synchronize, which NRI
+// times, does not decode it: the state is restored from what New read even
+// when the file is gone by then. Later restores read the file again.
+func TestCheckpointReadWhenThePluginStarts(t *testing.T) {
+	const fixture = "smt-2s-12c-interleaved"
+	first := newTestPlugin(t, fixture, nil)
+	v := newRuntimeView()
+	synchronize(t, first.Plugin, v)
+	for _, f := range [][2]string{{"besteffort.yaml", "idle"}, {"guaranteed-2cpu.yaml", "app"}} {
+		_, err := v.create(t, first.Plugin, f[0], f[1])
+		require.NoError(t, err)
+	}
+	require.NoError(t, first.persist.Flush())
+	want := first.pol.Snapshot()
+
+	next := newTestPluginIn(t, fixture, nil, first.opts.StateDir, t.TempDir())
+	require.NoError(t, os.Remove(next.checkpoint.Path()))
+	synchronize(t, next.Plugin, v)
+	assert.Equal(t, want, next.pol.Snapshot(), "restored from the checkpoint New read")
+	assert.Nil(t, next.readAtStart, "used once")
 }
 
 func TestConfigureTakesEffectAtSynchronize(t *testing.T) {

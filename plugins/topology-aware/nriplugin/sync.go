@@ -134,7 +134,8 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) ([]*
 
 // savedStateLocked returns the state to restore and where it came from: the
 // live policy's if this process has one (the runtime restarted, or the
-// configuration changed), else the checkpoint's. A bad checkpoint is set
+// configuration changed), else the checkpoint's (as New read it, if it is
+// the one to read). A bad checkpoint is set
 // aside by Load; the running containers are then adopted. A checkpoint the
 // configuration moved is found where it was until the new place has one, so
 // that moving it moves no container.
@@ -142,12 +143,21 @@ func (p *Plugin) savedStateLocked() (Saved, string) {
 	if p.pol != nil {
 		return p.savedLocked(), "memory"
 	}
-	cp := p.checkpoint
-	saved, found, err := cp.Load()
-	if err == nil && !found && p.moved != nil {
-		cp = p.moved
-		saved, found, err = cp.Load()
+	readAtStart := p.readAtStart
+	p.readAtStart = nil
+	load := func(cp *state.Checkpoint[Saved]) *loadedCheckpoint {
+		if readAtStart != nil && readAtStart.path == cp.Path() {
+			return readAtStart
+		}
+		return loadCheckpoint(cp)
 	}
+	cp := p.checkpoint
+	loaded := load(cp)
+	if loaded.err == nil && !loaded.found && p.moved != nil {
+		cp = p.moved
+		loaded = load(cp)
+	}
+	saved, found, err := loaded.saved, loaded.found, loaded.err
 	if cp != p.moved || !found {
 		p.moved = nil // only what this process took the state from is retired
 	}
