@@ -24,6 +24,12 @@ type Pod struct {
 	// CgroupParent is the pod's cgroup as the runtime got it from the
 	// kubelet (cgroupfs path or systemd slice); empty when unknown.
 	CgroupParent string
+	// SandboxCgroupsPath is the sandbox (pause) container's cgroups path,
+	// as CgroupsPath of a container; empty when unknown.
+	SandboxCgroupsPath string
+	// Pid is the sandbox's process, in the pod's network namespace; 0 when
+	// unknown or stopped.
+	Pid uint32
 }
 
 // Container is a container of a pod.
@@ -60,7 +66,7 @@ func New() *Inventory {
 func PodFromNRI(p *api.PodSandbox) Pod {
 	id := k8s.IdentityOf(p, nil)
 	return Pod{ID: p.GetId(), UID: id.PodUID, Namespace: id.Namespace, Name: id.Pod,
-		CgroupParent: p.GetLinux().GetCgroupParent()}
+		CgroupParent: p.GetLinux().GetCgroupParent(), SandboxCgroupsPath: p.GetLinux().GetCgroupsPath(), Pid: p.GetPid()}
 }
 
 // ContainerFromNRI describes an NRI container.
@@ -108,6 +114,17 @@ func (inv *Inventory) SetPod(p *api.PodSandbox) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.pods[p.GetId()] = PodFromNRI(p)
+}
+
+// StopPod forgets a pod's sandbox process, which has exited: its pid may
+// be another process's soon.
+func (inv *Inventory) StopPod(id string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if p, ok := inv.pods[id]; ok {
+		p.Pid = 0
+		inv.pods[id] = p
+	}
 }
 
 // RemovePod forgets a pod and any container of it still known.

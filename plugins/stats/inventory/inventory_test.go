@@ -48,6 +48,16 @@ func TestEventsAndSynchronize(t *testing.T) {
 
 	inv.RemoveContainer("b")
 	assert.Len(t, inv.Snapshot()[0].Containers, 1)
+
+	// The sandbox's process until StopPodSandbox, and its cgroup.
+	inv.SetPod(&api.PodSandbox{Id: "sb", Name: "web", Namespace: "shop", Pid: 4242,
+		Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/podu1", CgroupsPath: "/kubepods/podu1/sb"}})
+	assert.Equal(t, uint32(4242), inv.Snapshot()[0].Pid)
+	assert.Equal(t, "/kubepods/podu1/sb", inv.Snapshot()[0].SandboxCgroupsPath)
+	inv.StopPod("sb")
+	assert.Zero(t, inv.Snapshot()[0].Pid, "a stopped sandbox's pid is forgotten")
+	assert.Len(t, inv.Snapshot()[0].Containers, 1, "stopping the sandbox keeps the pod")
+	inv.StopPod("unknown") // no pod: nothing to do
 	inv.RemovePod("sb")
 	assert.Empty(t, inv.Snapshot())
 
