@@ -162,7 +162,8 @@ var (
 )
 
 // CAdvisor serves the snapshot under cAdvisor's names: the node's root
-// cgroup (id "/"), every pod cgroup and every running container.
+// cgroup (id "/"), every pod cgroup and every running container, and the
+// network of the node and of every pod's sandbox.
 type CAdvisor struct {
 	c     *Collector
 	descs []*prometheus.Desc
@@ -194,6 +195,9 @@ func (m *CAdvisor) Describe(ch chan<- *prometheus.Desc) {
 	for _, f := range resctrlFamilies {
 		ch <- f.desc
 	}
+	for _, f := range networkFamilies {
+		ch <- f.desc
+	}
 }
 
 // Collect implements prometheus.Collector: the series WriteText writes, by
@@ -218,6 +222,7 @@ func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
 			collectResctrl(ch, snap.Time, c.Resctrl, labels)
 		}
 	}
+	collectNetwork(ch, snap)
 }
 
 func (m *CAdvisor) emit(ch chan<- prometheus.Metric, at time.Time, s *cgstats.Sample, labels []string) {

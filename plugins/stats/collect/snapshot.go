@@ -20,6 +20,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/netdev"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
 )
@@ -31,6 +32,7 @@ const (
 	ReasonPath        = "cgroup_path"     // the runtime's cgroups path could not be resolved
 	ReasonStateRecord = "state_record"    // a shared-state record was broken
 	ReasonResctrl     = "resctrl_read"    // a resctrl monitoring group was unreadable
+	ReasonNetwork     = "network_read"    // a /proc/<pid>/net/dev was unreadable or malformed
 )
 
 // Options tune the collection.
@@ -49,6 +51,9 @@ type Options struct {
 	// Resctrl reads the containers' resctrl monitoring groups; nil: the
 	// node has no resctrl monitoring.
 	Resctrl *resctrl.Reader
+	// Proc is the host's /proc, where the node's (pid 1) and the pod
+	// sandboxes' network counters are read; empty: none are.
+	Proc string
 }
 
 // DefaultOptions: a second of cache, one worker per CPU (at most 4).
@@ -60,9 +65,15 @@ func DefaultOptions() Options {
 type Snapshot struct {
 	Time time.Time
 	// Node is the root cgroup; nil if unreadable.
-	Node  *cgstats.Sample
-	Pods  []PodStats
-	Suite SuiteState
+	Node *cgstats.Sample
+	// Network is the node's interfaces (those of pid 1's network
+	// namespace); nil if unread.
+	Network []netdev.Interface
+	// SandboxContainer is the container label of the sandboxes' series:
+	// what cAdvisor's handler of the runtime gives it.
+	SandboxContainer string
+	Pods             []PodStats
+	Suite            SuiteState
 }
 
 // PodStats is a pod, its cgroup and its containers.
@@ -71,6 +82,11 @@ type PodStats struct {
 	Cgroup     string // the pod cgroup's name (id label); empty if unknown
 	Sample     *cgstats.Sample
 	Containers []ContainerStats
+	// SandboxCgroup is the sandbox (pause) container's cgroup name, the id
+	// label of its series; Network is its network namespace's interfaces,
+	// nil if unread.
+	SandboxCgroup string
+	Network       []netdev.Interface
 }
 
 // ContainerStats is a running container and its cgroup's sample.
@@ -101,6 +117,8 @@ type Collector struct {
 	stop   chan struct{} // closes the background loop; nil without one
 	done   chan struct{}
 	now    func() time.Time
+
+	sandboxContainer atomic.Pointer[string]
 }
 
 // New returns a collector of the containers in inv, registering its error
@@ -114,7 +132,7 @@ func New(inv *inventory.Inventory, reader *cgstats.Reader, opts Options, namespa
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "collection_errors_total",
-			Help:      "Failures while collecting stats, by reason: cgroup_vanished, cgroup_read, cgroup_path, state_record, resctrl_read. The scrape goes on without the failed part.",
+			Help:      "Failures while collecting stats, by reason: cgroup_vanished, cgroup_read, cgroup_path, state_record, resctrl_read, network_read. The scrape goes on without the failed part.",
 		}, []string{"reason"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace,
@@ -123,7 +141,7 @@ func New(inv *inventory.Inventory, reader *cgstats.Reader, opts Options, namespa
 			Buckets:   []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
-	for _, r := range []string{ReasonVanished, ReasonRead, ReasonPath, ReasonStateRecord, ReasonResctrl} {
+	for _, r := range []string{ReasonVanished, ReasonRead, ReasonPath, ReasonStateRecord, ReasonResctrl, ReasonNetwork} {
 		c.errors.WithLabelValues(r) // export zeros, so that rates work from the start
 	}
 	if opts.SharedDir != "" {
@@ -134,6 +152,18 @@ func New(inv *inventory.Inventory, reader *cgstats.Reader, opts Options, namespa
 		c.suite = s
 	}
 	return c, nil
+}
+
+// SetRuntime names the runtime (NRI's "containerd", "cri-o"), which decides
+// the container label of the sandboxes' network series as cAdvisor's
+// handlers set it: CRI-O labels its infra container "POD", containerd its
+// sandbox container not at all.
+func (c *Collector) SetRuntime(name string) {
+	container := ""
+	if name == "cri-o" {
+		container = "POD"
+	}
+	c.sandboxContainer.Store(&container)
 }
 
 // Metrics are the collector's own metrics, to register.
@@ -233,6 +263,9 @@ type job struct {
 
 func (c *Collector) take() *Snapshot {
 	s := &Snapshot{Time: c.now()}
+	if name := c.sandboxContainer.Load(); name != nil {
+		s.SandboxContainer = *name
+	}
 	c.mu.Lock()
 	prev := c.last.samples()
 	c.mu.Unlock()
@@ -240,9 +273,16 @@ func (c *Collector) take() *Snapshot {
 	s.Pods = make([]PodStats, len(views))
 	jobs := make([]job, 0, 1+2*len(views))
 	jobs = append(jobs, job{cgroupsPath: "/", what: "node", name: new(string), sample: &s.Node})
+	var nets []netJob
+	if c.opts.Proc != "" {
+		nets = append(nets, netJob{pid: 1, what: "node", out: &s.Network})
+	}
 	for i, v := range views {
 		p := &s.Pods[i]
 		p.Pod = v.Pod
+		if c.opts.Proc != "" && v.Pid != 0 {
+			nets = append(nets, c.sandboxNetJob(p))
+		}
 		if v.CgroupParent != "" {
 			jobs = append(jobs, job{cgroupsPath: v.CgroupParent, what: "pod " + v.Namespace + "/" + v.Name, name: &p.Cgroup, sample: &p.Sample})
 		}
@@ -257,7 +297,13 @@ func (c *Collector) take() *Snapshot {
 			jobs = append(jobs, job{cgroupsPath: cs.CgroupsPath, what: "container " + v.Namespace + "/" + v.Name + "/" + cs.Name, name: &cs.Cgroup, sample: &cs.Sample})
 		}
 	}
-	c.run(jobs, prev)
+	c.parallel(len(jobs)+len(nets), func(i int) {
+		if i < len(jobs) {
+			c.read(&jobs[i], prev)
+		} else {
+			c.readNetwork(&nets[i-len(jobs)])
+		}
+	})
 	if c.opts.Resctrl != nil {
 		c.readResctrl(s)
 	}
@@ -288,21 +334,20 @@ func (s *Snapshot) samples() map[string]*cgstats.Sample {
 	return out
 }
 
-// run reads the jobs with a fixed number of workers; prev are the last
-// reading's samples by cgroup name.
-func (c *Collector) run(jobs []job, prev map[string]*cgstats.Sample) {
+// parallel calls do for 0..n-1 with a fixed number of workers.
+func (c *Collector) parallel(n int, do func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(c.opts.Workers, len(jobs)) {
+	for range min(c.opts.Workers, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(jobs) {
+				if i >= n {
 					return
 				}
-				c.read(&jobs[i], prev)
+				do(i)
 			}
 		}()
 	}

@@ -125,6 +125,7 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 	}
 	writeDeviceText(bw, cgroups, stamp)
 	writeResctrlText(bw, snap, stamp)
+	writeNetworkText(bw, snap, stamp)
 	return bw.Flush()
 }
 

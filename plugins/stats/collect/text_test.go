@@ -36,7 +36,8 @@ func parsed(t *testing.T, text string) map[string][]string {
 func TestWriteTextMatchesCollect(t *testing.T) {
 	n := newNode(t)
 	// A label value that needs escaping, and a quota for the CFS series.
-	pod := &api.PodSandbox{Id: "sb2", Name: `we"ird`, Namespace: "shop", Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/pod2"}}
+	pod := &api.PodSandbox{Id: "sb2", Name: `we"ird`, Namespace: "shop", Pid: 4242,
+		Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/pod2", CgroupsPath: "/kubepods/pod2/sb2"}}
 	ctr := &api.Container{Id: "c2", PodSandboxId: "sb2", Name: "a\\b", State: api.ContainerState_CONTAINER_RUNNING,
 		Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/pod2/c2"}}
 	n.inv.SetContainer(pod, ctr)
@@ -45,6 +46,7 @@ func TestWriteTextMatchesCollect(t *testing.T) {
 	writeFile(t, n.root, "cpu/kubepods/pod2/c2/cpu.cfs_quota_us", "50000")
 	writeBlkioV1(t, n.root, "/kubepods/pod2")
 	writeBlkioV1(t, n.root, "/kubepods/pod2/c2")
+	withNetwork(t, n) // the node's network and sb1's; sb2 shares sb1's pid
 
 	m := NewCAdvisor(n.c)
 	reg := prometheus.NewPedanticRegistry()
@@ -67,6 +69,7 @@ func TestWriteTextMatchesCollect(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 	assert.Contains(t, direct.String(), `container_cpu_cfs_periods_total{container="a\\b",id="/kubepods/pod2/c2",image="",name="c2",namespace="shop",pod="we\"ird"} 0 `)
+	assert.Contains(t, direct.String(), `container_network_receive_bytes_total{container="",id="/kubepods/pod2/sb2",image="",interface="eth0",name="sb2",namespace="shop",pod="we\"ird"} 300 `)
 }
 
 func TestBackgroundInterval(t *testing.T) {

@@ -39,6 +39,10 @@ type Options struct {
 	// ResctrlRoot is where the host's resctrl filesystem is mounted: the
 	// containers' monitoring groups are read there, where it has them.
 	ResctrlRoot string
+	// Proc is the host's /proc (the plugin runs in the host's PID
+	// namespace): the node's and the pod sandboxes' network counters are
+	// read from <pid>/net/dev there; empty: none are.
+	Proc string
 	// Server is the stats endpoints' listener.
 	Server server.Options
 }
@@ -81,6 +85,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	copts := collect.DefaultOptions()
 	copts.SharedDir = deps.SharedDir
 	copts.Resctrl = resctrl.NewReader(opts.ResctrlRoot)
+	copts.Proc = opts.Proc
 	if p.collector, err = collect.New(p.inv, reader, copts, deps.MetricsNamespace, deps.Log); err != nil {
 		return nil, err
 	}
@@ -120,6 +125,10 @@ func registryOf(c prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
+// SetRuntime implements plugin.RuntimeAware: the runtime decides the
+// container label of the sandboxes' network series.
+func (p *Plugin) SetRuntime(name, _ string) { p.collector.SetRuntime(name) }
+
 // Configure implements plugin.Configurable.
 func (p *Plugin) Configure(data []byte, source string) error {
 	cfg, err := config.Parse(data, source)
@@ -141,6 +150,13 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 // RunPodSandbox adds a pod.
 func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.inv.SetPod(pod)
+	return nil
+}
+
+// StopPodSandbox stops reading the pod's network counters: its sandbox
+// process is gone.
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.inv.StopPod(pod.GetId())
 	return nil
 }
 
