@@ -248,6 +248,7 @@ type pluginNeeds struct {
 	writable   []string          // mount paths it writes
 	hostNS     bool              // the node's PID and network namespaces
 	hostNet    bool              // the node's network namespace only
+	hostPID    bool              // the node's PID namespace only
 	extraPorts []int32
 	// configFiles are the volumes of other sources than the host (the
 	// ConfigMap, a Secret) by mount path.
@@ -269,8 +270,9 @@ func defaultNeeds() map[string]pluginNeeds {
 			writable: append(slices.Clone(writable), "/opt/nri-suite/bin")}, // it removes the helper when uninstalled
 		"topology-aware": {hostPaths: common(map[string]string{"/host/sys": "/sys"}), writable: writable},
 		"security":       {hostPaths: common(nil), writable: writable, hostNS: true},
+		// The node's PID namespace: network counters from /proc/<pid>/net/dev.
 		"stats": {hostPaths: common(map[string]string{"/host/sys/fs/cgroup": "/sys/fs/cgroup"}), writable: writable, extraPorts: []int32{9191},
-			configFiles: []string{"/etc/nri-suite/client-ca"}},
+			configFiles: []string{"/etc/nri-suite/client-ca"}, hostPID: true},
 	}
 }
 
@@ -348,7 +350,7 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet, needs plugi
 	require.NotNil(t, spec.AutomountServiceAccountToken)
 	assert.True(t, *spec.AutomountServiceAccountToken, "a token, to read its own DaemonSet when it stops (TestChartUninstall)")
 	assert.Equal(t, ds.Name, spec.ServiceAccountName, "its own service account")
-	assert.Equal(t, needs.hostNS, spec.HostPID, "hostPID")
+	assert.Equal(t, needs.hostNS || needs.hostPID, spec.HostPID, "hostPID")
 	hostNet := needs.hostNS || needs.hostNet
 	assert.Equal(t, hostNet, spec.HostNetwork, "hostNetwork")
 	require.NotNil(t, spec.SecurityContext.SeccompProfile)

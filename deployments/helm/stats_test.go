@@ -67,7 +67,7 @@ func TestChartStatsValues(t *testing.T) {
 
 	pod := stats(map[string]any{"hostNetwork": true, "tlsSecret": "nri-stats-tls", "clientCAConfigMap": "", "cadvisor": false})
 	assert.True(t, pod.HostNetwork)
-	assert.False(t, pod.HostPID)
+	assert.True(t, pod.HostPID, "always: the network counters come from /proc/<pid>/net/dev")
 	assert.Equal(t, []string{"--stats-addr=0.0.0.0:9191", "--stats-auth=webhook", "--stats-tls-cert=/etc/nri-suite/tls/tls.crt",
 		"--stats-tls-key=/etc/nri-suite/tls/tls.key", "--stats-cadvisor=false"}, statsArgs(pod.Containers[0]))
 	needs := defaultNeeds()["stats"]

@@ -27,6 +27,12 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- if eq .name "security" }}true{{ end -}}
 {{- end -}}
 
+{{/* The node's PID namespace: security's, and stats', which reads the network
+counters of the node (pid 1) and of the pod sandboxes in /proc/<pid>/net/dev. */}}
+{{- define "nri-suite.hostPID" -}}
+{{- if or (include "nri-suite.hostNamespaces" .) (eq .name "stats") }}true{{ end -}}
+{{- end -}}
+
 {{/* The node's network namespace: security's, and stats' when asked (hostNetwork). */}}
 {{- define "nri-suite.hostNetwork" -}}
 {{- if or (include "nri-suite.hostNamespaces" .) (and (eq .name "stats") (index .root.Values.plugins .name).hostNetwork) }}true{{ end -}}
