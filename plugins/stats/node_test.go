@@ -23,7 +23,6 @@ import (
 	sandbox "github.com/nri-suite/nri-suite/e2e/runtime"
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
-	"github.com/nri-suite/nri-suite/plugins/stats/internal/netdev"
 )
 
 // TestRealNode is issue 6's acceptance on a real node: the plugin as an
@@ -33,7 +32,6 @@ import (
 // own /metrics/cadvisor and /metrics/resource.
 func TestRealNode(t *testing.T) {
 	sandbox.RunVariants(t, sandbox.Variants("containerd"), testRealNode)
-	t.Run("containerd-cluster", testPodNetwork)
 }
 
 func testRealNode(t *testing.T, v sandbox.Variant) {
@@ -177,99 +175,6 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 		assert.Equal(t, before.labels, after.labels, "the same series")
 		assert.GreaterOrEqual(t, after.value, before.value, "the counter did not reset")
 	})
-}
-
-// testPodNetwork runs pods off the host network, each in the network
-// namespace its sandbox made on the cluster sandbox's CNI bridge: one sends
-// a MiB to the other over TCP. The sender's eth0 transmit counters and the
-// receiver's receive counters, read from /proc/<pid>/net/dev of their
-// sandboxes, rise by at least that, and agree with what the pod itself reads
-// in /proc/net/dev. The kubelet's cAdvisor serves no pod's network in the
-// sandbox (see compareWithKubelet), so there is nothing of its to compare.
-func testPodNetwork(t *testing.T) {
-	n := &realNode{sb: sandbox.NewForTest(t, sandbox.Options{Runtime: "containerd", Cluster: true, TolerateMissingPlugins: true}),
-		ctx: sandbox.TestContext(t)}
-	n.spec = sandbox.PluginSpec{Binary: harness.BuildPlugin(t, pluginPkg), Name: "stats", Idx: "90", Config: []byte("cache: 0s\n")}
-	n.startPlugin(t)
-	const port, size = "5000", 1 << 20
-	// The listener's stdin stays open (busybox nc closes the connection
-	// once its stdin ends, before the MiB is through), and keeps the
-	// container running after the transfer.
-	receiver := n.podOffHost(t, "receiver", "sleep 3600 | nc -l -p "+port+" > /dev/null")
-	sender := n.podOffHost(t, "sender", idle)
-
-	eth0 := func(s podSandbox, family string) float64 {
-		series := byInterface(n.ours(t, "/metrics/cadvisor")[family], map[string]string{"name": s.id})
-		assert.Equal(t, []string{"eth0"}, sortedKeys(series), "%s's own interfaces, less lo", s.name)
-		return series["eth0"].value
-	}
-	sent, received := eth0(sender, "container_network_transmit_bytes_total"), eth0(receiver, "container_network_receive_bytes_total")
-	out, err := n.sb.Kubectl(n.ctx, "exec", sender.name, "--", "sh", "-c",
-		fmt.Sprintf("head -c %d /dev/zero | nc -w 5 %s %s", size, receiver.ip, port))
-	require.NoError(t, err, "sending from %s to %s: %s", sender.name, receiver.name, out)
-	n.poll(t, "the MiB in the sender's and the receiver's counters", func() error {
-		if now := eth0(sender, "container_network_transmit_bytes_total"); now < sent+size {
-			return fmt.Errorf("sender transmitted %.0f bytes since", now-sent)
-		}
-		if now := eth0(receiver, "container_network_receive_bytes_total"); now < received+size {
-			return fmt.Errorf("receiver received %.0f bytes since", now-received)
-		}
-		return nil
-	})
-
-	// The pod's own view, between two scrapes: counters only grow.
-	for _, s := range []podSandbox{sender, receiver} {
-		before := n.ours(t, "/metrics/cadvisor")
-		own, err := n.sb.Kubectl(n.ctx, "exec", s.name, "--", "cat", "/proc/net/dev")
-		require.NoError(t, err, "reading %s's /proc/net/dev: %s", s.name, own)
-		after := n.ours(t, "/metrics/cadvisor")
-		ifaces, err := netdev.Parse(own)
-		require.NoError(t, err)
-		require.Len(t, ifaces, 1, "%s: eth0 alone", s.name)
-		for family, value := range map[string]uint64{
-			"container_network_receive_bytes_total": ifaces[0].RxBytes, "container_network_receive_packets_total": ifaces[0].RxPackets,
-			"container_network_transmit_bytes_total": ifaces[0].TxBytes, "container_network_transmit_packets_total": ifaces[0].TxPackets,
-		} {
-			lo := byInterface(before[family], map[string]string{"name": s.id})["eth0"].value
-			hi := byInterface(after[family], map[string]string{"name": s.id})["eth0"].value
-			t.Logf("%s %s{interface=\"eth0\"}: plugin %.0f then %.0f, the pod's own %d", s.name, family, lo, hi, value)
-			assert.LessOrEqual(t, lo, float64(value), "%s %s: the plugin's before the pod's own", s.name, family)
-			assert.GreaterOrEqual(t, hi, float64(value), "%s %s: the plugin's after the pod's own", s.name, family)
-		}
-	}
-}
-
-// podSandbox is a pod off the host network: its name, sandbox id and address.
-type podSandbox struct {
-	name, id, ip string
-}
-
-// podOffHost runs script in a pod on the cluster's pod network and waits
-// for the plugin to serve its sandbox's network.
-func (n *realNode) podOffHost(t *testing.T, name, script string) podSandbox {
-	t.Helper()
-	pod := busybox(name, script)
-	pod.Spec.HostNetwork = false
-	require.NoError(t, n.sb.WritePod(pod))
-	running, err := n.sb.WaitPodRunning(n.ctx, "default", name)
-	require.NoError(t, err)
-	p := podSandbox{name: name, ip: running.Status.PodIP}
-	n.poll(t, "the network of "+name, func() error {
-		sandboxes, err := n.sb.CRI().PodSandboxes(n.ctx)
-		if err != nil {
-			return err
-		}
-		for _, sb := range sandboxes {
-			if sb.Name == name && sb.State == "SANDBOX_READY" {
-				p.id = sb.ID
-			}
-		}
-		if _, ok := find(n.ours(t, "/metrics/cadvisor")["container_network_receive_bytes_total"], map[string]string{"name": p.id}); !ok || p.id == "" {
-			return fmt.Errorf("no network series of the sandbox %q", p.id)
-		}
-		return nil
-	})
-	return p
 }
 
 const (

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/netdev"
+	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
 )
 
 // netJob is a network namespace to read, by a process in it: the node's
@@ -18,17 +19,23 @@ type netJob struct {
 	out  *[]netdev.Interface
 }
 
-// sandboxNetJob is the network namespace of p's sandbox, whose series get
-// its cgroup as id label, as cAdvisor's.
-func (c *Collector) sandboxNetJob(p *PodStats) netJob {
+// sandboxNetJob is the network namespace of v's pod, read by pid, whose
+// series get the sandbox's cgroup as id label, as cAdvisor's; a pod without
+// a sandbox container (CRI-O's drop_infra_ctr), of which cAdvisor serves
+// no network, gets its pod's.
+func (c *Collector) sandboxNetJob(p *PodStats, v inventory.PodView, pid uint32) netJob {
 	what := "pod " + p.Namespace + "/" + p.Name
-	name, err := cgstats.Name(p.SandboxCgroupsPath)
+	cgroup := v.SandboxCgroupsPath
+	if cgroup == "" {
+		cgroup = v.CgroupParent
+	}
+	name, err := cgstats.Name(cgroup)
 	if err != nil {
 		c.errors.WithLabelValues(ReasonPath).Inc()
-		c.log.WithError(err).WithField("cgroup", p.SandboxCgroupsPath).Debugf("the sandbox of the %s gets no id label", what)
+		c.log.WithError(err).WithField("cgroup", cgroup).Debugf("the sandbox of the %s gets no id label", what)
 	}
 	p.SandboxCgroup = name
-	return netJob{pid: p.Pid, what: what, out: &p.Network}
+	return netJob{pid: pid, what: what, out: &p.Network}
 }
 
 func (c *Collector) readNetwork(j *netJob) {

@@ -82,3 +82,29 @@ func TestNetworkFailures(t *testing.T) {
 	assert.Zero(t, testutil.CollectAndCount(NewCAdvisor(n.c), "container_network_receive_bytes_total"))
 	assert.Equal(t, 3.0, testutil.ToFloat64(n.c.errors.WithLabelValues(ReasonNetwork)), "the stopped sandbox is not read")
 }
+
+// A pod without a sandbox process (CRI-O's drop_infra_ctr) is read through
+// a running container's process, on a series with its pod's cgroup as id;
+// once its containers stop, it is not read.
+func TestNetworkWithoutSandboxProcess(t *testing.T) {
+	n := newNode(t)
+	proc := withNetwork(t, n)
+	n.inv.SetPod(&api.PodSandbox{Id: "sb1", Name: "web", Namespace: "shop", Uid: "uid-web",
+		Linux: &api.LinuxPodSandbox{CgroupParent: podCgroup}})
+	app := &api.Container{Id: "ctr-app", PodSandboxId: "sb1", Name: "app", State: api.ContainerState_CONTAINER_RUNNING,
+		Pid: 4242, Linux: &api.LinuxContainer{CgroupsPath: ctrCgroup}}
+	n.inv.SetContainer(nil, app)
+	n.c.SetRuntime("cri-o")
+	require.FileExists(t, filepath.Join(proc, "4242", "net", "dev"))
+	want := `
+# HELP container_network_receive_bytes_total Cumulative count of bytes received
+# TYPE container_network_receive_bytes_total counter
+container_network_receive_bytes_total{container="",id="/",image="",interface="eth0",name="",namespace="",pod=""} 1000 1700000000000
+container_network_receive_bytes_total{container="POD",id="/kubepods/burstable/poduid-web",image="",interface="eth0",name="sb1",namespace="shop",pod="web"} 300 1700000000000
+`
+	require.NoError(t, testutil.CollectAndCompare(NewCAdvisor(n.c), strings.NewReader(want), "container_network_receive_bytes_total"))
+
+	n.inv.SetRunning("ctr-app", false)
+	n.now = n.now.Add(n.c.opts.CacheFor)
+	assert.Equal(t, 1, testutil.CollectAndCount(NewCAdvisor(n.c), "container_network_receive_bytes_total"), "the node's only")
+}

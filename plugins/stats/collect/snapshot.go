@@ -280,8 +280,8 @@ func (c *Collector) take() *Snapshot {
 	for i, v := range views {
 		p := &s.Pods[i]
 		p.Pod = v.Pod
-		if c.opts.Proc != "" && v.Pid != 0 {
-			nets = append(nets, c.sandboxNetJob(p))
+		if pid := v.NetworkPid(); c.opts.Proc != "" && pid != 0 {
+			nets = append(nets, c.sandboxNetJob(p, v, pid))
 		}
 		if v.CgroupParent != "" {
 			jobs = append(jobs, job{cgroupsPath: v.CgroupParent, what: "pod " + v.Namespace + "/" + v.Name, name: &p.Cgroup, sample: &p.Sample})
