@@ -6,9 +6,11 @@
 package version
 
 import (
+	"debug/buildinfo"
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 // Info is what one binary was built from.
@@ -22,6 +24,8 @@ type Info struct {
 	Revision string
 	// GoVersion is the toolchain that built it (go1.26.0).
 	GoVersion string
+	// Time is the commit's time; zero when the build recorded none.
+	Time time.Time
 }
 
 // Unknown stands for what the build did not record.
@@ -36,6 +40,16 @@ var Get = sync.OnceValue(func() Info {
 	return fromBuildInfo(info)
 })
 
+// ReadFile returns the Info of the Go executable at path, of any platform:
+// what `make images` labels an image with.
+func ReadFile(path string) (Info, error) {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return Info{}, err
+	}
+	return fromBuildInfo(info), nil
+}
+
 func fromBuildInfo(info *debug.BuildInfo) Info {
 	v := Info{Version: info.Main.Version, Revision: Unknown, GoVersion: info.GoVersion}
 	if v.Version == "" {
@@ -48,6 +62,9 @@ func fromBuildInfo(info *debug.BuildInfo) Info {
 			v.Revision = s.Value
 		case "vcs.modified":
 			modified = s.Value == "true"
+		case "vcs.time":
+			// Go writes RFC 3339; anything else is left unknown.
+			v.Time, _ = time.Parse(time.RFC3339, s.Value)
 		}
 	}
 	if modified && v.Revision != Unknown {
