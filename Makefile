@@ -88,6 +88,8 @@ fuzz-smoke:
 # ARGS=...` (or bin/kubectl) and `make report POD=namespace/name` use it.
 KUBECONFIG_LINK := _out/kubeconfig
 
+# The local runtime runs the host's platform only.
+run: IMAGE_PLATFORMS = $(HOST_PLATFORM)
 run: images runtime-bins bin/nri-sandbox
 	bin/nri-sandbox --images $(IMAGES_OUT) --workload e2e/runtime/testdata/demo \
 		--kubeconfig-link $(KUBECONFIG_LINK) --kubectl-script bin/kubectl
@@ -117,25 +119,40 @@ install: static
 uninstall:
 	$(INSTALL_ENV) bash deployments/preregistered/install.sh --uninstall $(STATIC_OUT)
 
-# One OCI image archive per plugin, nri-<plugin>.tar in IMAGES_OUT, from
-# static binaries and without a container engine (deployments/images):
-# reproducible, tagged with the chart's appVersion.
-IMAGE_REGISTRY ?= ghcr.io/nri-suite
-IMAGE_TAG      ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' deployments/helm/nri-suite/Chart.yaml)
-IMAGES_OUT     ?= _out/images
-STATIC_OUT     ?= $(IMAGES_OUT)/bin
-STATIC_BUILD    = CGO_ENABLED=0 $(GOBUILD) -ldflags '-s -w -buildid='
+# One image per plugin for every platform of IMAGE_PLATFORMS, from static
+# binaries and without a container engine (deployments/images), in
+# IMAGES_OUT: nri-<plugin>/, an OCI image layout (crane push), and
+# nri-<plugin>.tar, the same as an OCI archive (ctr images import, skopeo
+# copy oci-archive:, podman load). Reproducible, tagged with the chart's
+# appVersion, labelled with the binaries' revision and commit time.
+IMAGE_REGISTRY  ?= ghcr.io/nri-suite
+IMAGE_TAG       ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' deployments/helm/nri-suite/Chart.yaml)
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+IMAGE_SOURCE    ?= https://github.com/nri-suite/nri-suite
+IMAGES_OUT      ?= _out/images
+# The host's static binaries are STATIC_OUT's, which make install installs;
+# another platform's go beside them, in bin-<os>-<arch>. Go cross-compiles
+# them: no emulation.
+HOST_PLATFORM   := linux/$(shell $(GO) env GOARCH)
+STATIC_PLATFORM ?= $(HOST_PLATFORM)
+STATIC_OUT      ?= $(IMAGES_OUT)/bin
+static_dir       = $(if $(filter $(HOST_PLATFORM),$(1)),$(STATIC_OUT),$(IMAGES_OUT)/bin-$(subst /,-,$(1)))
+STATIC_BUILD     = CGO_ENABLED=0 GOOS=$(word 1,$(subst /, ,$(STATIC_PLATFORM))) GOARCH=$(word 2,$(subst /, ,$(STATIC_PLATFORM))) \
+	$(GOBUILD) -ldflags '-s -w -buildid='
 
 # Static, stripped binaries of every plugin, the sidecar helper and the
-# chart's copy tool, in STATIC_OUT: what the images hold and make install installs.
+# chart's copy tool for STATIC_PLATFORM, in STATIC_OUT: what the images
+# hold and make install installs.
 static:
 	rm -rf $(STATIC_OUT) && mkdir -p $(STATIC_OUT)
 	for p in $(PLUGINS); do $(STATIC_BUILD) -o $(STATIC_OUT)/nri-$$p ./plugins/$$p || exit 1; done
 	$(STATIC_BUILD) -o $(STATIC_OUT)/nri-sidecar-helper ./plugins/sidecar-order/cmd/sidecar-helper
 	$(STATIC_BUILD) -o $(STATIC_OUT)/nri-suite-copy ./deployments/cmd/nri-suite-copy
 
-images: static
-	$(GO) run ./deployments/images --bin-dir $(STATIC_OUT) --out $(IMAGES_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG)
+images:
+	$(foreach p,$(IMAGE_PLATFORMS),$(MAKE) --no-print-directory static STATIC_PLATFORM=$(p) STATIC_OUT=$(call static_dir,$(p)) &&) true
+	$(GO) run ./deployments/images --out $(IMAGES_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG) --source $(IMAGE_SOURCE) \
+		$(foreach p,$(IMAGE_PLATFORMS),--platform $(p)=$(call static_dir,$(p)))
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v '/e2e/runtime')
