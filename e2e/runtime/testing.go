@@ -99,6 +99,25 @@ func Eventually(t testing.TB, ctx context.Context, timeout, interval time.Durati
 	}
 }
 
+// RemoveCreatedDirs removes, when t ends, those of dirs that do not exist
+// now (each from its outermost missing parent): for tools that write host
+// paths of their own whatever they are told, as podman and skopeo do.
+func RemoveCreatedDirs(t testing.TB, dirs ...string) {
+	var created []string
+	for _, dir := range dirs {
+		if missing := outermostMissing(dir); missing != "" {
+			created = append(created, missing)
+		}
+	}
+	t.Cleanup(func() {
+		for _, dir := range created {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Errorf("removing %s: %v", dir, err)
+			}
+		}
+	})
+}
+
 // NewForTest starts a sandbox for t (after RequirePrereqs) and registers its
 // teardown: on failure the component logs are printed first, then the
 // sandbox is closed and the test fails if anything was left on the host.

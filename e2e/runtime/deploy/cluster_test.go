@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -98,19 +98,27 @@ var clusterScenarios = []clusterScenario{
 	{"metrics-server and scrapes", true, metricsServer},
 }
 
-// bothTags runs `make images` into dir twice, with the chart's tag and
-// with upgradeTag, and returns the archives of both, one per plugin each.
+// bothTags returns the archives of the images with the chart's tag, as
+// docs/install.md builds them (docImages, every platform, which
+// TestImageCommands distributes), and of those `make images` writes into
+// dir with upgradeTag (the host's platform only), one per plugin each.
 func bothTags(ctx context.Context, root, dir string) ([]sandbox.Image, error) {
-	var all []sandbox.Image
-	for i, makeVars := range [][]string{nil, {"IMAGE_TAG=" + upgradeTag}} {
-		images, err := suite.BuildImages(ctx, root, filepath.Join(dir, strconv.Itoa(i)), makeVars...)
-		if err != nil {
-			return nil, err
-		}
-		if len(images) != len(plugins) {
-			return nil, fmt.Errorf("make images %v wrote %d images, want one per plugin (%d)", makeVars, len(images), len(plugins))
-		}
-		all = append(all, images...)
+	docDir, err := docImages(ctx, root)
+	if err != nil {
+		return nil, err
 	}
-	return all, nil
+	chartTag, err := suite.LoadImages(docDir)
+	if err != nil {
+		return nil, err
+	}
+	upgrade, err := suite.BuildImages(ctx, root, dir, "IMAGE_TAG="+upgradeTag)
+	if err != nil {
+		return nil, err
+	}
+	for _, images := range [][]sandbox.Image{chartTag, upgrade} {
+		if len(images) != len(plugins) {
+			return nil, fmt.Errorf("make images wrote %d images into %s, want one per plugin (%d)", len(images), filepath.Dir(images[0].Archive), len(plugins))
+		}
+	}
+	return slices.Concat(chartTag, upgrade), nil
 }
