@@ -99,9 +99,9 @@ var clusterScenarios = []clusterScenario{
 }
 
 // bothTags returns the archives of the images with the chart's tag, as
-// docs/install.md builds them (docImages, every platform, which
-// TestImageCommands distributes), and of those `make images` writes into
-// dir with upgradeTag (the host's platform only), one per plugin each.
+// docs/install.md builds them (docImages, which TestImageCommands
+// distributes), and of those `make images` writes into dir with upgradeTag
+// (the host's platform only), one per plugin each.
 func bothTags(ctx context.Context, root, dir string) ([]sandbox.Image, error) {
 	docDir, err := docImages(ctx, root)
 	if err != nil {
