@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -452,6 +453,43 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 		}
 	}
 
+	// The memory families from memory.stat, memory.events and the kernel
+	// memory of the hog's container, idle while it holds its allocation:
+	// gauges within 5% (and a page cache's MiB), counters at or above the
+	// kubelet's earlier reading and within 5% (and 16 events).
+	kubeletScrape, ourScrape = n.kubelet(t, "/metrics/cadvisor"), n.ours(t, "/metrics/cadvisor")
+	for _, c := range []struct {
+		family  string
+		counter bool
+		match   map[string]string
+	}{
+		{"container_memory_kernel_usage", false, nil},
+		{"container_memory_total_active_file_bytes", false, nil},
+		{"container_memory_total_inactive_file_bytes", false, nil},
+		{"container_memory_file_dirty_bytes", false, nil},
+		{"container_memory_file_writeback_bytes", false, nil},
+		{"container_memory_failures_total", true, map[string]string{"failure_type": "pgfault", "scope": "container"}},
+		{"container_memory_failures_total", true, map[string]string{"failure_type": "pgmajfault", "scope": "hierarchy"}},
+		{"container_memory_events_high_total", true, nil},
+		{"container_memory_events_max_total", true, nil},
+		{"container_memory_pgscan_total", true, nil},
+		{"container_memory_pgsteal_total", true, nil},
+	} {
+		match := map[string]string{"id": hog.cgroup}
+		maps.Copy(match, c.match)
+		k, ok := find(kubeletScrape[c.family], match)
+		require.True(t, ok, "the kubelet serves %s%v", c.family, match)
+		o, ok := find(ourScrape[c.family], match)
+		require.True(t, ok, "the plugin serves %s%v", c.family, match)
+		t.Logf("%s%v: kubelet %.0f, plugin %.0f", c.family, c.match, k.value, o.value)
+		slack := float64(1 << 20)
+		if c.counter {
+			slack = 16
+			assert.GreaterOrEqual(t, o.value, k.value, "%s%v: read later", c.family, c.match)
+		}
+		assert.InDelta(t, k.value, o.value, 0.05*k.value+slack, "%s%v", c.family, c.match)
+	}
+
 	for _, pod := range []podContainer{burner, hog} {
 		podCgroup := pod.cgroup[:strings.LastIndex(pod.cgroup, "/")]
 		k, ok := find(n.kubelet(t, "/metrics/cadvisor")["container_memory_usage_bytes"], map[string]string{"id": podCgroup})
@@ -468,7 +506,11 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 // serve them: the kubelet's come from every cgroup of the node, the
 // plugin's from pods that may have read nothing from a disk.
 var kubeletFamiliesServed = map[string][]string{
-	"/metrics/cadvisor": {"container_last_seen", "container_spec_memory_swap_limit_bytes", "container_spec_memory_reservation_limit_bytes"},
+	"/metrics/cadvisor": {"container_last_seen", "container_spec_memory_swap_limit_bytes", "container_spec_memory_reservation_limit_bytes",
+		"container_memory_kernel_usage", "container_memory_total_active_file_bytes", "container_memory_total_inactive_file_bytes",
+		"container_memory_failures_total", "container_memory_events_high_total", "container_memory_events_max_total",
+		"container_memory_file_dirty_bytes", "container_memory_file_writeback_bytes", "container_memory_pgscan_total",
+		"container_memory_pgsteal_total"},
 	"/metrics/resource": {"node_swap_usage_bytes", "pod_swap_usage_bytes", "container_swap_usage_bytes"},
 }
 

@@ -12,14 +12,27 @@ import (
 var cadvisorLabels = []string{"container", "id", "image", "name", "namespace", "pod"}
 
 // series is one metric of a cgroup sample: its value, and whether the
-// sample has it.
+// sample has it. Consecutive series of one name are one family, told apart
+// by their labels.
 type series struct {
 	name, help string
 	kind       prometheus.ValueType
-	// cpu is cAdvisor's extra label of the CPU usage: "total" without
-	// per-CPU stats, as the kubelet runs it.
-	cpu   bool
-	value func(s *cgstats.Sample) (float64, bool)
+	// labels are the series' labels besides cAdvisor's base labels, as
+	// name, value pairs in name order: cpu="total" on the CPU usage (no
+	// per-CPU stats, as the kubelet runs it), failure_type and scope on
+	// the memory failures.
+	labels []string
+	value  func(s *cgstats.Sample) (float64, bool)
+}
+
+// labelPart is every other element of s.labels from i: the names (0) or
+// the values (1).
+func (s *series) labelPart(i int) []string {
+	var out []string
+	for ; i < len(s.labels); i += 2 {
+		out = append(out, s.labels[i])
+	}
+	return out
 }
 
 func seconds(ns uint64) float64 { return float64(ns) / float64(time.Second) }
@@ -54,6 +67,22 @@ func memValue(f func(m *cgstats.Memory) uint64) func(*cgstats.Sample) (float64, 
 	}
 }
 
+// memoryFailures are cAdvisor's four series of container_memory_failures_total:
+// its container and hierarchy scopes both hold memory.stat's value.
+func memoryFailures() []series {
+	var out []series
+	for _, f := range []struct {
+		kind  string
+		value func(m *cgstats.Memory) uint64
+	}{{"pgfault", func(m *cgstats.Memory) uint64 { return m.Pgfault }}, {"pgmajfault", func(m *cgstats.Memory) uint64 { return m.Pgmajfault }}} {
+		for _, scope := range []string{"container", "hierarchy"} {
+			out = append(out, series{name: "container_memory_failures_total", help: "Cumulative count of memory allocation failures.",
+				kind: prometheus.CounterValue, labels: []string{"failure_type", f.kind, "scope", scope}, value: memValue(f.value)})
+		}
+	}
+	return out
+}
+
 func pidsValue(f func(p *cgstats.Pids) uint64) func(*cgstats.Sample) (float64, bool) {
 	return func(s *cgstats.Sample) (float64, bool) {
 		if s.Pids == nil {
@@ -82,12 +111,12 @@ func psiIO(p *cgstats.Pressure) *cgstats.PSI     { return p.IO }
 
 // cadvisorSeries are the metrics served under cAdvisor's names, help
 // strings and types (google/cadvisor metrics/prometheus.go).
-var cadvisorSeries = []series{
+var cadvisorSeries = append([]series{
 	{name: "container_cpu_user_seconds_total", help: "Cumulative user cpu time consumed in seconds.", kind: prometheus.CounterValue,
 		value: cpuValue(func(c *cgstats.CPU) float64 { return seconds(c.UserNs) })},
 	{name: "container_cpu_system_seconds_total", help: "Cumulative system cpu time consumed in seconds.", kind: prometheus.CounterValue,
 		value: cpuValue(func(c *cgstats.CPU) float64 { return seconds(c.SystemNs) })},
-	{name: "container_cpu_usage_seconds_total", help: "Cumulative cpu time consumed in seconds.", kind: prometheus.CounterValue, cpu: true,
+	{name: "container_cpu_usage_seconds_total", help: "Cumulative cpu time consumed in seconds.", kind: prometheus.CounterValue, labels: []string{"cpu", "total"},
 		value: cpuValue(func(c *cgstats.CPU) float64 { return seconds(c.UsageNs) })},
 	{name: "container_cpu_cfs_periods_total", help: "Number of elapsed enforcement period intervals.", kind: prometheus.CounterValue,
 		value: cfsValue(func(c *cgstats.CPU) float64 { return float64(c.Periods) })},
@@ -95,6 +124,10 @@ var cadvisorSeries = []series{
 		value: cfsValue(func(c *cgstats.CPU) float64 { return float64(c.ThrottledPeriods) })},
 	{name: "container_cpu_cfs_throttled_seconds_total", help: "Total time duration the container has been throttled.", kind: prometheus.CounterValue,
 		value: cfsValue(func(c *cgstats.CPU) float64 { return seconds(c.ThrottledNs) })},
+	{name: "container_cpu_cfs_burst_periods_total", help: "Number of periods when burst occurs.", kind: prometheus.CounterValue,
+		value: cfsValue(func(c *cgstats.CPU) float64 { return float64(c.BurstPeriods) })},
+	{name: "container_cpu_cfs_burst_seconds_total", help: "Total time duration the container has been bursted.", kind: prometheus.CounterValue,
+		value: cfsValue(func(c *cgstats.CPU) float64 { return seconds(c.BurstNs) })},
 	{name: "container_memory_cache", help: "Number of bytes of page cache memory.", kind: prometheus.GaugeValue,
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.Cache })},
 	{name: "container_memory_rss", help: "Size of RSS in bytes.", kind: prometheus.GaugeValue,
@@ -111,6 +144,24 @@ var cadvisorSeries = []series{
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.MaxUsage })},
 	{name: "container_memory_working_set_bytes", help: "Current working set in bytes.", kind: prometheus.GaugeValue,
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.WorkingSet })},
+	{name: "container_memory_kernel_usage", help: "Size of kernel memory allocated in bytes.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.KernelUsage })},
+	{name: "container_memory_total_active_file_bytes", help: "Current total active file in bytes.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.ActiveFile })},
+	{name: "container_memory_total_inactive_file_bytes", help: "Current total inactive file in bytes.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.InactiveFile })},
+	{name: "container_memory_events_high_total", help: "Cumulative count of memory.high throttle events for the container", kind: prometheus.CounterValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.EventsHigh })},
+	{name: "container_memory_events_max_total", help: "Cumulative count of memory.max limit hit events for the container", kind: prometheus.CounterValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.EventsMax })},
+	{name: "container_memory_file_dirty_bytes", help: "Number of bytes of file cache that has been modified but not yet written back to disk.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.FileDirty })},
+	{name: "container_memory_file_writeback_bytes", help: "Number of bytes of file cache that is currently being written back to disk.", kind: prometheus.GaugeValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.FileWriteback })},
+	{name: "container_memory_pgscan_total", help: "Cumulative number of pages scanned by the page reclaim algorithm.", kind: prometheus.CounterValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.Pgscan })},
+	{name: "container_memory_pgsteal_total", help: "Cumulative number of pages reclaimed by the page reclaim algorithm.", kind: prometheus.CounterValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.Pgsteal })},
 	{name: "container_oom_events_total", help: "Count of out of memory events observed for the container", kind: prometheus.CounterValue,
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.OOMKills })},
 	{name: "container_processes", help: "Number of processes running inside the container.", kind: prometheus.GaugeValue,
@@ -145,7 +196,7 @@ var cadvisorSeries = []series{
 		value: func(s *cgstats.Sample) (float64, bool) { return float64(s.Spec.MemorySwapLimit), s.Spec.HasMemory }},
 	{name: "container_spec_memory_reservation_limit_bytes", help: "Memory reservation limit for the container.", kind: prometheus.GaugeValue,
 		value: func(s *cgstats.Sample) (float64, bool) { return float64(s.Spec.MemoryReservation), s.Spec.HasMemory }},
-}
+}, memoryFailures()...)
 
 const (
 	startTimeName = "container_start_time_seconds"
@@ -172,11 +223,12 @@ type CAdvisor struct {
 // NewCAdvisor returns the cAdvisor-named metrics of c's snapshots.
 func NewCAdvisor(c *Collector) *CAdvisor {
 	m := &CAdvisor{c: c}
-	for _, s := range cadvisorSeries {
-		labels := cadvisorLabels
-		if s.cpu {
-			labels = append(append([]string{}, cadvisorLabels...), "cpu")
+	for i, s := range cadvisorSeries {
+		if i > 0 && cadvisorSeries[i-1].name == s.name {
+			m.descs = append(m.descs, m.descs[i-1]) // one family
+			continue
 		}
+		labels := append(append([]string{}, cadvisorLabels...), s.labelPart(0)...)
 		m.descs = append(m.descs, prometheus.NewDesc(s.name, s.help, labels, nil))
 	}
 	return m
@@ -184,8 +236,10 @@ func NewCAdvisor(c *Collector) *CAdvisor {
 
 // Describe implements prometheus.Collector.
 func (m *CAdvisor) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range m.descs {
-		ch <- d
+	for i, d := range m.descs {
+		if i == 0 || d != m.descs[i-1] {
+			ch <- d
+		}
 	}
 	ch <- startTimeDesc
 	ch <- lastSeenDesc
@@ -235,8 +289,8 @@ func (m *CAdvisor) emit(ch chan<- prometheus.Metric, at time.Time, s *cgstats.Sa
 			continue
 		}
 		values := labels
-		if def.cpu {
-			values = append(append(make([]string, 0, len(labels)+1), labels...), "total")
+		if def.labels != nil {
+			values = append(append(make([]string, 0, len(labels)+len(def.labels)/2), labels...), def.labelPart(1)...)
 		}
 		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(m.descs[i], def.kind, v, values...))
 	}

@@ -477,6 +477,44 @@ container_spec_memory_swap_limit_bytes{` + labels + `} 5.36870912e+08 1700000000
 	assertTextFamilies(t, want, direct.String(), names...)
 }
 
+// The memory failures are four series per cgroup, labelled between and
+// after cAdvisor's base labels; v1's kernel memory is its kmem usage, 0
+// without the file.
+func TestMemoryFailuresAndKernelUsage(t *testing.T) {
+	n := newNode(t)
+	writeFile(t, n.root, "memory"+ctrCgroup+"/memory.stat",
+		"total_cache 1048576\ntotal_rss 1048576\ntotal_mapped_file 0\ntotal_inactive_file 1048576\npgfault 1000\npgmajfault 7\n")
+	writeFile(t, n.root, "memory"+ctrCgroup+"/memory.kmem.usage_in_bytes", "3145728")
+	const (
+		root = `container="",id="/",image="",name="",namespace="",pod=""`
+		pod  = `container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"`
+		ctr  = `container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"`
+	)
+	want := `
+# HELP container_memory_kernel_usage Size of kernel memory allocated in bytes.
+# TYPE container_memory_kernel_usage gauge
+container_memory_kernel_usage{` + root + `} 0 1700000000000
+container_memory_kernel_usage{` + pod + `} 0 1700000000000
+container_memory_kernel_usage{` + ctr + `} 3.145728e+06 1700000000000
+# HELP container_memory_failures_total Cumulative count of memory allocation failures.
+# TYPE container_memory_failures_total counter
+`
+	for _, cg := range []struct{ labels, pgfault, pgmajfault string }{{root, "0", "0"}, {pod, "0", "0"}, {ctr, "1000", "7"}} {
+		for _, f := range []struct{ kind, value string }{{"pgfault", cg.pgfault}, {"pgmajfault", cg.pgmajfault}} {
+			for _, scope := range []string{"container", "hierarchy"} {
+				labels := strings.Replace(cg.labels, `,id=`, `,failure_type="`+f.kind+`",id=`, 1) + `,scope="` + scope + `"`
+				want += "container_memory_failures_total{" + labels + "} " + f.value + " 1700000000000\n"
+			}
+		}
+	}
+	names := []string{"container_memory_kernel_usage", "container_memory_failures_total"}
+	m := NewCAdvisor(n.c)
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want), names...))
+	var direct strings.Builder
+	require.NoError(t, m.WriteText(&direct))
+	assertTextFamilies(t, want, direct.String(), names...)
+}
+
 // assertTextFamilies checks that the direct text has the families names
 // of want, series for series.
 func assertTextFamilies(t *testing.T, want, direct string, names ...string) {

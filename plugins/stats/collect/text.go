@@ -18,8 +18,9 @@ const TextContentType = "text/plain; version=0.0.4; charset=utf-8"
 // family is one metric family of the text output.
 type family struct {
 	name, help, kind string
-	// cpu: the family has cAdvisor's cpu="total" label.
-	cpu bool
+	// mid and tail are the family's own label pairs that go after the
+	// container label and after the pod label (labels are in name order).
+	mid, tail string
 	// stamped: the samples carry the reading's time (all but the start time).
 	stamped bool
 	value   func(cg *cgroupLabels) (float64, bool)
@@ -40,10 +41,23 @@ var textFamilies = func() []family {
 		if s.kind == prometheus.CounterValue {
 			kind = "counter"
 		}
-		fams = append(fams, family{name: s.name, help: s.help, kind: kind, cpu: s.cpu, stamped: true,
-			value: func(cg *cgroupLabels) (float64, bool) { return s.value(cg.sample) }})
+		f := family{name: s.name, help: s.help, kind: kind, stamped: true,
+			value: func(cg *cgroupLabels) (float64, bool) { return s.value(cg.sample) }}
+		for j := 0; j < len(s.labels); j += 2 {
+			pair := "," + s.labels[j] + `="` + escape(s.labels[j+1]) + `"`
+			switch {
+			case s.labels[j] > "pod":
+				f.tail += pair
+			case s.labels[j] > "container" && s.labels[j] < "id":
+				f.mid += pair
+			default:
+				panic("collect: no place for label " + s.labels[j] + " between cAdvisor's")
+			}
+		}
+		fams = append(fams, f)
 	}
-	sort.Slice(fams, func(i, j int) bool { return fams[i].name < fams[j].name })
+	// Stable: the series of one family stay together, in their order.
+	sort.SliceStable(fams, func(i, j int) bool { return fams[i].name < fams[j].name })
 	return fams
 }()
 
@@ -93,8 +107,10 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	stamp := " " + strconv.FormatInt(snap.Time.UnixMilli(), 10) + "\n"
 	num := make([]byte, 0, 32)
-	for _, f := range textFamilies {
-		bw.WriteString("# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.kind + "\n")
+	for i, f := range textFamilies {
+		if i == 0 || textFamilies[i-1].name != f.name {
+			bw.WriteString("# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.kind + "\n")
+		}
 		for i := range cgroups {
 			cg := &cgroups[i]
 			v, ok := f.value(cg)
@@ -104,15 +120,14 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 			bw.WriteString(f.name)
 			bw.WriteByte('{')
 			bw.WriteString(cg.container)
-			if f.cpu {
-				bw.WriteString(`,cpu="total"`)
-			}
+			bw.WriteString(f.mid)
 			bw.WriteByte(',')
 			bw.WriteString(cg.idImage)
 			bw.WriteByte(',')
 			bw.WriteString(cg.nameNamespace)
 			bw.WriteByte(',')
 			bw.WriteString(cg.pod)
+			bw.WriteString(f.tail)
 			bw.WriteString("} ")
 			num = strconv.AppendFloat(num[:0], v, 'g', -1, 64)
 			bw.Write(num)

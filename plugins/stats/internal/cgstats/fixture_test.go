@@ -61,6 +61,7 @@ func v1Files(name string) files {
 		"memory" + name + "/memory.memsw.failcnt":            "0\n",
 		"memory" + name + "/memory.memsw.limit_in_bytes":     "536870912\n",
 		"memory" + name + "/memory.soft_limit_in_bytes":      "134217728\n",
+		"memory" + name + "/memory.kmem.usage_in_bytes":      "3145728\n",
 		"memory" + name + "/cgroup.procs":                    "101\n102\n",
 		"pids" + name + "/pids.current":                      "5\n",
 		"pids" + name + "/pids.max":                          "max\n",
@@ -169,7 +170,7 @@ func v2Files(name string) files {
 	d := name[1:] + "/"
 	return files{
 		"cgroup.controllers":        "cpuset cpu io memory pids\n",
-		d + "cpu.stat":              "usage_usec 5000000\nuser_usec 3500000\nsystem_usec 1500000\nnr_periods 40\nnr_throttled 7\nthrottled_usec 123000\nnr_bursts 0\nburst_usec 0\n",
+		d + "cpu.stat":              "usage_usec 5000000\nuser_usec 3500000\nsystem_usec 1500000\nnr_periods 40\nnr_throttled 7\nthrottled_usec 123000\nnr_bursts 6\nburst_usec 7000\n",
 		d + "cpu.max":               "50000 100000\n",
 		d + "cpu.weight":            "20\n",
 		d + "cpu.pressure":          "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n",
@@ -177,8 +178,8 @@ func v2Files(name string) files {
 		d + "memory.max":            "268435456\n",
 		d + "memory.peak":           "262144000\n",
 		d + "memory.swap.current":   "10485760\n",
-		d + "memory.stat":           "anon 136314880\nfile 62914560\nfile_mapped 4194304\ninactive_file 52428800\nactive_file 10485760\n",
-		d + "memory.events":         "low 0\nhigh 0\nmax 9\noom 4\noom_kill 3\noom_group_kill 0\n",
+		d + "memory.stat":           v2MemoryStatFile,
+		d + "memory.events":         "low 0\nhigh 2\nmax 9\noom 4\noom_kill 3\noom_group_kill 0\n",
 		d + "memory.pressure":       "some avg10=0.00 avg60=0.00 avg300=0.00 total=300\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n",
 		d + "io.pressure":           "some avg10=0.00 avg60=0.00 avg300=0.00 total=40000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=30000\n",
 		d + "io.stat":               "8:0 rbytes=4096000 wbytes=1048576 rios=100 wios=20 dbytes=0 dios=0\n7:0 rbytes=8192 wbytes=0 rios=2 wios=0 dbytes=0 dios=0\n",
@@ -191,6 +192,20 @@ func v2Files(name string) files {
 		d + "cpuset.mems.effective": "0\n",
 	}
 }
+
+// v2MemoryStatFile holds what v1MemoryStat does, and v2's own keys.
+const v2MemoryStatFile = `anon 136314880
+file 62914560
+file_mapped 4194304
+file_dirty 8192
+file_writeback 4096
+inactive_file 52428800
+active_file 10485760
+pgscan 300
+pgsteal 200
+pgfault 1000
+pgmajfault 1
+`
 
 // The root cgroup of a v2 host: no memory.current, memory.max,
 // memory.events, pids.* or cpu.max there; memory.stat and PSI are.

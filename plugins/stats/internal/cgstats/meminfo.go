@@ -96,6 +96,7 @@ func readRootMemory(m *cgroup2.Manager, dir, meminfo string, s *Sample) error {
 		// wrap below zero.
 		Swap: info.SwapTotal - info.SwapFree,
 	}
+	v2MemoryStat(mem, s.Memory)
 	s.Spec.HasMemory = true // unlimited: 0, as v1's root
 	if s.Pressure.Memory = psi(mem.PSI); s.Pressure.Memory == nil {
 		// The library reads memory.pressure only along with memory.stat.

@@ -15,7 +15,8 @@ func wantSample(shares uint64) Sample {
 	return Sample{
 		CPU: &CPU{UsageNs: 5e9, UserNs: 3.5e9, SystemNs: 1.5e9, Periods: 40, ThrottledPeriods: 7, ThrottledNs: 123e6},
 		Memory: &Memory{Usage: 200 << 20, MaxUsage: 250 << 20, WorkingSet: 150 << 20, RSS: 130 << 20, Cache: 60 << 20,
-			MappedFile: 4 << 20, Swap: 10 << 20, Failcnt: 9, OOMKills: 3},
+			MappedFile: 4 << 20, Swap: 10 << 20, Failcnt: 9, OOMKills: 3,
+			ActiveFile: 10 << 20, InactiveFile: 50 << 20, Pgfault: 1000, Pgmajfault: 1},
 		Pids: &Pids{Processes: 2, Threads: 5, ThreadsMax: 0},
 		Spec: Spec{HasCPU: true, CPUShares: shares, CPUQuota: 50000, CPUPeriod: 100000, HasMemory: true, MemoryLimit: 256 << 20,
 			MemorySwapLimit: 512 << 20, MemoryReservation: 128 << 20},
@@ -46,11 +47,15 @@ var wantPressure = Pressure{CPU: &PSI{SomeUsec: 2e6, FullUsec: 1e6}, Memory: &PS
 func TestReadsEveryLayout(t *testing.T) {
 	v1 := wantSample(512)
 	v1.BlkIO = wantV1BlkIO
+	v1.Memory.KernelUsage = 3 << 20
 	hybrid := v1
 	hybrid.Pressure = wantPressure
 	v2 := wantSample(500) // cpu.weight 20 is 500 shares: 2 + (20-1)*262142/9999
 	v2.Pressure = wantPressure
 	v2.BlkIO = wantV2BlkIO
+	v2.CPU.BurstPeriods, v2.CPU.BurstNs = 6, 7e6
+	v2.Memory.EventsHigh, v2.Memory.EventsMax = 2, 9
+	v2.Memory.FileDirty, v2.Memory.FileWriteback, v2.Memory.Pgscan, v2.Memory.Pgsteal = 8192, 4096, 300, 200
 	for _, tc := range []struct {
 		name string
 		tree files
@@ -131,6 +136,11 @@ func TestMissingFilesLeaveTheirGroupOut(t *testing.T) {
 			func(t *testing.T, s Sample) { assert.Nil(t, s.Pids); assert.NotNil(t, s.Memory) }},
 		{"v1 no oom_control", v1Files(container).with(nil, "memory"+container+"/memory.oom_control"),
 			func(t *testing.T, s Sample) { assert.Nil(t, s.Memory, "memory is incomplete"); assert.NotNil(t, s.CPU) }},
+		{"v1 no kernel memory accounting", v1Files(container).with(nil, "memory"+container+"/memory.kmem.usage_in_bytes"),
+			func(t *testing.T, s Sample) {
+				assert.Zero(t, s.Memory.KernelUsage)
+				assert.Equal(t, uint64(200<<20), s.Memory.Usage)
+			}},
 		{"v1 no cpuset", v1Files(container).with(nil, "cpuset"+container+"/cpuset.cpus", "cpuset"+container+"/cpuset.mems"),
 			func(t *testing.T, s Sample) { assert.Nil(t, s.CPUSet); assert.NotNil(t, s.CPU) }},
 		{"hybrid no memory.pressure", v1Files(container).with(unifiedFiles(container)).with(nil, "unified"+container+"/memory.pressure"),
@@ -196,6 +206,9 @@ func TestMalformedFilesFailOnlyTheirGroup(t *testing.T) {
 		{"v1 cpuacct.usage", v1Files(container).with(files{"cpuacct" + container + "/cpuacct.usage": "many\n"}), "many",
 			func(t *testing.T, s Sample) { assert.Nil(t, s.CPU); assert.NotNil(t, s.Memory) }},
 		{"v1 memory.stat", v1Files(container).with(files{"memory" + container + "/memory.stat": "cache\n"}), "memory",
+			func(t *testing.T, s Sample) { assert.Nil(t, s.Memory); assert.NotNil(t, s.CPU) }},
+		{"v1 memory.kmem.usage_in_bytes", v1Files(container).with(files{"memory" + container + "/memory.kmem.usage_in_bytes": "-\n"}),
+			`memory.kmem.usage_in_bytes: "-" is not an integer`,
 			func(t *testing.T, s Sample) { assert.Nil(t, s.Memory); assert.NotNil(t, s.CPU) }},
 		{"v1 cpu.shares", v1Files(container).with(files{"cpu" + container + "/cpu.shares": "lots\n"}), "cpu.shares",
 			func(t *testing.T, s Sample) { assert.False(t, s.Spec.HasCPU); assert.NotNil(t, s.CPU) }},
@@ -343,7 +356,8 @@ func TestSpecIsReusedUntilItIsOld(t *testing.T) {
 // memory.stat's inactive_file.
 func TestV2RootMemoryComesFromMeminfo(t *testing.T) {
 	const gib, mib = uint64(1 << 30), uint64(1 << 20)
-	root := &Memory{Usage: 2 * gib, WorkingSet: 1536 * mib, RSS: gib, Cache: 768 * mib, MappedFile: 64 * mib, Swap: 256 * mib}
+	root := &Memory{Usage: 2 * gib, WorkingSet: 1536 * mib, RSS: gib, Cache: 768 * mib, MappedFile: 64 * mib, Swap: 256 * mib,
+		ActiveFile: 256 * mib, InactiveFile: 512 * mib}
 	for _, tc := range []struct {
 		name    string
 		tree    files
@@ -352,11 +366,11 @@ func TestV2RootMemoryComesFromMeminfo(t *testing.T) {
 	}{
 		{"usage from meminfo, breakdown from memory.stat", v2RootFiles(), hostMeminfo, root},
 		{"working set clamped at 0", v2RootFiles().with(files{"memory.stat": "anon 0\ninactive_file 3221225472\n"}), hostMeminfo,
-			&Memory{Usage: 2 * gib, Swap: 256 * mib}},
+			&Memory{Usage: 2 * gib, Swap: 256 * mib, InactiveFile: 3 * gib}},
 		{"no root memory.stat (old kernels): working set is the usage", v2RootFiles().with(nil, "memory.stat"), hostMeminfo,
 			&Memory{Usage: 2 * gib, WorkingSet: 2 * gib, Swap: 256 * mib}},
 		{"no swap", v2RootFiles(), "MemTotal: 8388608 kB\nMemFree: 6291456 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
-			&Memory{Usage: 2 * gib, WorkingSet: 1536 * mib, RSS: gib, Cache: 768 * mib, MappedFile: 64 * mib}},
+			&Memory{Usage: 2 * gib, WorkingSet: 1536 * mib, RSS: gib, Cache: 768 * mib, MappedFile: 64 * mib, ActiveFile: 256 * mib, InactiveFile: 512 * mib}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := readerFor(t, tc.tree)

@@ -24,6 +24,9 @@ type CPU struct {
 	UsageNs, UserNs, SystemNs uint64
 	Periods, ThrottledPeriods uint64
 	ThrottledNs               uint64
+	// BurstPeriods and BurstNs are v2's cpu.stat nr_bursts and burst_usec;
+	// 0 on v1, whose cpu.stat runc (so cAdvisor) does not read them from.
+	BurstPeriods, BurstNs uint64
 }
 
 // Memory is in bytes, except the counters Failcnt and OOMKills.
@@ -43,6 +46,17 @@ type Memory struct {
 	// OOMKills counts processes the OOM killer killed in this cgroup (v1
 	// memory.oom_control oom_kill, v2 memory.events oom_kill).
 	OOMKills uint64 `json:"oomKills"`
+
+	// The rest only cAdvisor's /metrics/cadvisor serves, with cAdvisor's
+	// values: what runc's parsers give it, 0 where they give nothing.
+	// KernelUsage is v1's memory.kmem.usage_in_bytes (0 on v2).
+	// ActiveFile and InactiveFile are memory.stat (v1 total_)active_file
+	// and (total_)inactive_file; Pgfault and Pgmajfault its pgfault and
+	// pgmajfault (on v1 the cgroup's own, not total_).
+	KernelUsage, ActiveFile, InactiveFile, Pgfault, Pgmajfault uint64 `json:"-"`
+	// v2 only: memory.events high and max, memory.stat file_dirty,
+	// file_writeback, pgscan, pgsteal.
+	EventsHigh, EventsMax, FileDirty, FileWriteback, Pgscan, Pgsteal uint64 `json:"-"`
 }
 
 // Pids are the cgroup's processes and threads (tasks).

@@ -118,6 +118,15 @@ func (r *v1Reader) read(name string, s *Sample, spec bool) error {
 	if mem.complete && mem.metrics.Memory != nil {
 		s.Memory = v1Memory(mem.metrics)
 		s.Spec.HasMemory, s.Spec.MemoryLimit = true, limitOrZero(mem.metrics.Memory.Usage.Limit)
+		// One file instead of the library's four kmem files; absent on a
+		// kernel without kernel memory accounting, which counts 0 as in
+		// runc. Malformed, it fails the memory group as the library's would.
+		if kmem, err := readInt(filepath.Join(memDir, "memory.kmem.usage_in_bytes")); err == nil {
+			s.Memory.KernelUsage = uint64(max(kmem, 0))
+		} else if err = vanished(memDir, err); !notExist(err) {
+			fail("kernel memory", err)
+			s.Memory, s.Spec.HasMemory, s.Spec.MemoryLimit = nil, false, 0
+		}
 	}
 
 	pidsDir := filepath.Join(r.pidsDir, name)
@@ -164,7 +173,10 @@ func v1Memory(m *v1stats.Metrics) *Memory {
 	mem := &Memory{
 		Usage: st.Usage.Usage, MaxUsage: st.Usage.Max, Failcnt: st.Usage.Failcnt,
 		RSS: st.TotalRSS, Cache: st.TotalCache, MappedFile: st.TotalMappedFile,
-		WorkingSet: workingSet(st.Usage.Usage, st.TotalInactiveFile),
+		WorkingSet:   workingSet(st.Usage.Usage, st.TotalInactiveFile),
+		ActiveFile:   st.TotalActiveFile,
+		InactiveFile: st.TotalInactiveFile,
+		Pgfault:      st.PgFault, Pgmajfault: st.PgMajFault,
 	}
 	// memory.memsw counts memory plus swap.
 	if st.Swap.Usage > st.Usage.Usage {

@@ -42,6 +42,7 @@ func readV2(mount, name string, s *Sample, spec bool, meminfo string) error {
 		s.CPU = &CPU{
 			UsageNs: c.UsageUsec * 1000, UserNs: c.UserUsec * 1000, SystemNs: c.SystemUsec * 1000,
 			Periods: c.NrPeriods, ThrottledPeriods: c.NrThrottled, ThrottledNs: c.ThrottledUsec * 1000,
+			BurstPeriods: c.NrBursts, BurstNs: c.BurstUsec * 1000,
 		}
 		s.Pressure.CPU = psi(st.CPU.PSI)
 	}
@@ -66,8 +67,10 @@ func readV2(mount, name string, s *Sample, spec bool, meminfo string) error {
 			Usage: mem.Usage, MaxUsage: mem.MaxUsage, WorkingSet: workingSet(mem.Usage, mem.InactiveFile),
 			RSS: mem.Anon, Cache: mem.File, MappedFile: mem.FileMapped, Swap: mem.SwapUsage,
 		}
+		v2MemoryStat(mem, s.Memory)
 		if ev := st.MemoryEvents; ev != nil {
 			s.Memory.Failcnt, s.Memory.OOMKills = ev.Max, ev.OomKill
+			s.Memory.EventsHigh, s.Memory.EventsMax = ev.High, ev.Max
 		}
 		s.Spec.HasMemory, s.Spec.MemoryLimit = true, limitOrZero(mem.UsageLimit)
 		s.Pressure.Memory = psi(mem.PSI)
@@ -98,6 +101,15 @@ func readV2(mount, name string, s *Sample, spec bool, meminfo string) error {
 		return fmt.Errorf("%w: %s vanished while it was read", ErrNotFound, dir)
 	}
 	return errors.Join(errs...)
+}
+
+// v2MemoryStat copies the memory.stat keys cAdvisor serves beyond the
+// breakdown into m.
+func v2MemoryStat(st *v2stats.MemoryStat, m *Memory) {
+	m.ActiveFile, m.InactiveFile = st.ActiveFile, st.InactiveFile
+	m.Pgfault, m.Pgmajfault = st.Pgfault, st.Pgmajfault
+	m.FileDirty, m.FileWriteback = st.FileDirty, st.FileWriteback
+	m.Pgscan, m.Pgsteal = st.Pgscan, st.Pgsteal
 }
 
 // v2CPUSpec reads cpu.max and cpu.weight; both are absent where the cpu
