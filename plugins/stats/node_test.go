@@ -481,13 +481,20 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 		require.True(t, ok, "the kubelet serves %s%v", c.family, match)
 		o, ok := find(ourScrape[c.family], match)
 		require.True(t, ok, "the plugin serves %s%v", c.family, match)
-		t.Logf("%s%v: kubelet %.0f, plugin %.0f", c.family, c.match, k.value, o.value)
+		t.Logf("%s %v: kubelet %.0f, plugin %.0f", c.family, c.match, k.value, o.value)
 		slack := float64(1 << 20)
 		if c.counter {
 			slack = 16
 			assert.GreaterOrEqual(t, o.value, k.value, "%s%v: read later", c.family, c.match)
 		}
 		assert.InDelta(t, k.value, o.value, 0.05*k.value+slack, "%s%v", c.family, c.match)
+	}
+
+	// Both read the node.
+	for what, scrape := range map[string]map[string]*dto.MetricFamily{"kubelet": kubeletScrape, "plugin": ourScrape} {
+		s, ok := find(scrape["container_scrape_error"], nil)
+		require.True(t, ok, "the %s serves container_scrape_error", what)
+		assert.Zero(t, s.value, "the %s's container_scrape_error", what)
 	}
 
 	for _, pod := range []podContainer{burner, hog} {
@@ -510,7 +517,7 @@ var kubeletFamiliesServed = map[string][]string{
 		"container_memory_kernel_usage", "container_memory_total_active_file_bytes", "container_memory_total_inactive_file_bytes",
 		"container_memory_failures_total", "container_memory_events_high_total", "container_memory_events_max_total",
 		"container_memory_file_dirty_bytes", "container_memory_file_writeback_bytes", "container_memory_pgscan_total",
-		"container_memory_pgsteal_total"},
+		"container_memory_pgsteal_total", "container_scrape_error"},
 	"/metrics/resource": {"node_swap_usage_bytes", "pod_swap_usage_bytes", "container_swap_usage_bytes"},
 }
 

@@ -207,10 +207,26 @@ const (
 	lastSeenHelp = "Last time a container was seen by the exporter"
 )
 
-var (
-	startTimeDesc = prometheus.NewDesc(startTimeName, startTimeHelp, cadvisorLabels, nil)
-	lastSeenDesc  = prometheus.NewDesc(lastSeenName, lastSeenHelp, cadvisorLabels, nil)
+// cAdvisor's container_scrape_error is 1 when it could not list its
+// containers (and it then serves none); here, when the root cgroup, the
+// node's stats, could not be read, as resource_scrape_error.
+const (
+	scrapeErrorName = "container_scrape_error"
+	scrapeErrorHelp = "1 if there was an error while getting container metrics, 0 otherwise"
 )
+
+var (
+	startTimeDesc   = prometheus.NewDesc(startTimeName, startTimeHelp, cadvisorLabels, nil)
+	lastSeenDesc    = prometheus.NewDesc(lastSeenName, lastSeenHelp, cadvisorLabels, nil)
+	scrapeErrorDesc = prometheus.NewDesc(scrapeErrorName, scrapeErrorHelp, nil, nil)
+)
+
+func scrapeError(snap *Snapshot) float64 {
+	if snap.Node == nil {
+		return 1
+	}
+	return 0
+}
 
 // CAdvisor serves the snapshot under cAdvisor's names: the node's root
 // cgroup (id "/"), every pod cgroup and every running container, and the
@@ -243,6 +259,7 @@ func (m *CAdvisor) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- startTimeDesc
 	ch <- lastSeenDesc
+	ch <- scrapeErrorDesc
 	for _, f := range deviceFamilies {
 		ch <- f.desc
 	}
@@ -277,6 +294,7 @@ func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	collectNetwork(ch, snap)
+	ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, scrapeError(snap))
 }
 
 func (m *CAdvisor) emit(ch chan<- prometheus.Metric, at time.Time, s *cgstats.Sample, labels []string) {

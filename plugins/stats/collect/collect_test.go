@@ -172,10 +172,14 @@ container_spec_memory_limit_bytes{container="app",id="/kubepods/burstable/poduid
 # HELP container_start_time_seconds Start time of the container since unix epoch in seconds.
 # TYPE container_start_time_seconds gauge
 container_start_time_seconds{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 1.699999e+09
+# HELP container_scrape_error 1 if there was an error while getting container metrics, 0 otherwise
+# TYPE container_scrape_error gauge
+container_scrape_error 0
 `
 	require.NoError(t, testutil.CollectAndCompare(NewCAdvisor(n.c), strings.NewReader(want),
 		"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_oom_events_total",
-		"container_spec_memory_limit_bytes", "container_start_time_seconds"))
+		"container_spec_memory_limit_bytes", "container_start_time_seconds", "container_scrape_error"))
+	assert.Equal(t, 1.0, scrapeError(&Snapshot{}), "without the node's stats")
 	// No quota: no CFS series, as cAdvisor.
 	assert.Zero(t, testutil.CollectAndCount(NewCAdvisor(n.c), "container_cpu_cfs_periods_total", "container_spec_cpu_quota"))
 	assert.Equal(t, 3, testutil.CollectAndCount(NewCAdvisor(n.c), "container_spec_cpu_shares"))

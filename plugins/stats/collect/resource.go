@@ -28,7 +28,7 @@ var (
 		"[ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems", []string{"container", "pod", "namespace"}, nil)
 	podSwapDesc = prometheus.NewDesc("pod_swap_usage_bytes",
 		"[ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems", []string{"pod", "namespace"}, nil)
-	scrapeErrorDesc = prometheus.NewDesc("resource_scrape_error",
+	resourceScrapeErrorDesc = prometheus.NewDesc("resource_scrape_error",
 		"[STABLE] 1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
 )
 
@@ -41,7 +41,7 @@ func NewResource(c *Collector) *Resource { return &Resource{c: c} }
 // Describe implements prometheus.Collector.
 func (m *Resource) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{nodeCPUDesc, nodeMemoryDesc, nodeSwapDesc, containerCPUDesc, containerMemoryDesc,
-		containerSwapDesc, containerStartDesc, podCPUDesc, podMemoryDesc, podSwapDesc, scrapeErrorDesc} {
+		containerSwapDesc, containerStartDesc, podCPUDesc, podMemoryDesc, podSwapDesc, resourceScrapeErrorDesc} {
 		ch <- d
 	}
 }
@@ -85,5 +85,5 @@ func (m *Resource) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, failed)
+	ch <- prometheus.MustNewConstMetric(resourceScrapeErrorDesc, prometheus.GaugeValue, failed)
 }

@@ -141,6 +141,9 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 	writeDeviceText(bw, cgroups, stamp)
 	writeResctrlText(bw, snap, stamp)
 	writeNetworkText(bw, snap, stamp)
+	bw.WriteString("# HELP " + scrapeErrorName + " " + scrapeErrorHelp + "\n# TYPE " + scrapeErrorName + " gauge\n" + scrapeErrorName + " ")
+	bw.Write(strconv.AppendFloat(num[:0], scrapeError(snap), 'g', -1, 64))
+	bw.WriteByte('\n')
 	return bw.Flush()
 }
 
