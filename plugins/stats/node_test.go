@@ -490,6 +490,17 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 		assert.InDelta(t, k.value, o.value, 0.05*k.value+slack, "%s%v", c.family, c.match)
 	}
 
+	// The open files of the hog's processes (a shell waiting for a sleep):
+	// the same for both.
+	for _, family := range []string{"container_file_descriptors", "container_sockets"} {
+		k, ok := find(kubeletScrape[family], map[string]string{"id": hog.cgroup})
+		require.True(t, ok, "the kubelet serves the hog's %s", family)
+		o, ok := find(ourScrape[family], map[string]string{"id": hog.cgroup})
+		require.True(t, ok, "the plugin serves the hog's %s", family)
+		t.Logf("%s of the hog: kubelet %.0f, plugin %.0f", family, k.value, o.value)
+		assert.Equal(t, k.value, o.value, "%s of the hog", family)
+	}
+
 	// Both read the node.
 	for what, scrape := range map[string]map[string]*dto.MetricFamily{"kubelet": kubeletScrape, "plugin": ourScrape} {
 		s, ok := find(scrape["container_scrape_error"], nil)
@@ -517,7 +528,7 @@ var kubeletFamiliesServed = map[string][]string{
 		"container_memory_kernel_usage", "container_memory_total_active_file_bytes", "container_memory_total_inactive_file_bytes",
 		"container_memory_failures_total", "container_memory_events_high_total", "container_memory_events_max_total",
 		"container_memory_file_dirty_bytes", "container_memory_file_writeback_bytes", "container_memory_pgscan_total",
-		"container_memory_pgsteal_total", "container_scrape_error"},
+		"container_memory_pgsteal_total", "container_scrape_error", "container_file_descriptors", "container_sockets"},
 	"/metrics/resource": {"node_swap_usage_bytes", "pod_swap_usage_bytes", "container_swap_usage_bytes"},
 }
 

@@ -92,6 +92,16 @@ func pidsValue(f func(p *cgstats.Pids) uint64) func(*cgstats.Sample) (float64, b
 	}
 }
 
+// fdsValue is reported only where the processes' open files were counted.
+func fdsValue(f func(p *cgstats.Pids) uint64) func(*cgstats.Sample) (float64, bool) {
+	return func(s *cgstats.Sample) (float64, bool) {
+		if s.Pids == nil || !s.Pids.FDsRead {
+			return 0, false
+		}
+		return float64(f(s.Pids)), true
+	}
+}
+
 func psiValue(resource func(p *cgstats.Pressure) *cgstats.PSI, full bool) func(*cgstats.Sample) (float64, bool) {
 	return func(s *cgstats.Sample) (float64, bool) {
 		p := resource(&s.Pressure)
@@ -166,6 +176,10 @@ var cadvisorSeries = append([]series{
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.OOMKills })},
 	{name: "container_processes", help: "Number of processes running inside the container.", kind: prometheus.GaugeValue,
 		value: pidsValue(func(p *cgstats.Pids) uint64 { return p.Processes })},
+	{name: "container_file_descriptors", help: "Number of open file descriptors for the container.", kind: prometheus.GaugeValue,
+		value: fdsValue(func(p *cgstats.Pids) uint64 { return p.FDs })},
+	{name: "container_sockets", help: "Number of open sockets for the container.", kind: prometheus.GaugeValue,
+		value: fdsValue(func(p *cgstats.Pids) uint64 { return p.Sockets })},
 	{name: "container_threads", help: "Number of threads running inside the container", kind: prometheus.GaugeValue,
 		value: pidsValue(func(p *cgstats.Pids) uint64 { return p.Threads })},
 	{name: "container_threads_max", help: "Maximum number of threads allowed inside the container, infinity if value is zero", kind: prometheus.GaugeValue,

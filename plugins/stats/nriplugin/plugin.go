@@ -41,7 +41,8 @@ type Options struct {
 	ResctrlRoot string
 	// Proc is the host's /proc (the plugin runs in the host's PID
 	// namespace): the node's and the pod sandboxes' network counters are
-	// read from <pid>/net/dev there; empty: none are.
+	// read from <pid>/net/dev there, and the open files of the cgroups'
+	// processes counted in <pid>/fd; empty: neither is.
 	Proc string
 	// Server is the stats endpoints' listener.
 	Server server.Options
@@ -74,7 +75,7 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 		swap = true
 	}
 	reader, err := cgstats.NewReader(layout, cgstats.Options{Swap: swap, SpecMaxAge: cgstats.DefaultSpecMaxAge, Meminfo: opts.ProcMeminfo,
-		SysBlock: opts.SysBlock})
+		SysBlock: opts.SysBlock, Proc: opts.Proc})
 	if err != nil {
 		return nil, err
 	}

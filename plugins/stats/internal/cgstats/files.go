@@ -80,11 +80,12 @@ func readInt(path string) (int64, error) {
 	return v, nil
 }
 
-// countProcs counts the process ids in a cgroup.procs file, one a line.
+// countProcs counts the process ids in a cgroup.procs file, one a line,
+// and calls each, if set, with every id.
 // The library's Processes and Procs find that file by walking the cgroup's
 // directory and lstat-ing each of its 30 to 70 files, which cost more than
 // all the other files of a reading together (docs/benchmarks.md#stats).
-func countProcs(path string) (uint64, error) {
+func countProcs(path string, each func(pid string)) (uint64, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return 0, err
@@ -97,6 +98,9 @@ func countProcs(path string) (uint64, error) {
 		}
 		if bytes.ContainsFunc(line, func(r rune) bool { return r < '0' || r > '9' }) {
 			return 0, fmt.Errorf("reading %s: line %q, expected a process id", path, line)
+		}
+		if each != nil {
+			each(string(line))
 		}
 		n++
 	}

@@ -196,7 +196,7 @@ func TestCountProcs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, "cgroup.procs")
 			require.NoError(t, os.WriteFile(path, []byte(tc.content), 0o644))
-			got, err := countProcs(path)
+			got, err := countProcs(path, nil)
 			if tc.wantErr != "" {
 				assert.ErrorContains(t, err, tc.wantErr)
 				assert.ErrorContains(t, err, path)

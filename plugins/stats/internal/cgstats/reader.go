@@ -36,6 +36,9 @@ type Options struct {
 	// SysBlock is the host's /sys/block (DefaultSysBlock), where block
 	// devices get their names. Empty: every device's name is "".
 	SysBlock string
+	// Proc is the host's /proc, where the open files of a cgroup's
+	// processes are counted (a readlink per file). Empty: none are.
+	Proc string
 }
 
 // Reader reads samples from the cgroups of one Layout. It is safe for
@@ -54,7 +57,7 @@ func NewReader(layout Layout, opts Options) (*Reader, error) {
 	r.names = &deviceNames{sysBlock: opts.SysBlock, maxAge: max(opts.SpecMaxAge, time.Second), now: func() time.Time { return r.now() }}
 	switch layout.Mode {
 	case ModeV1, ModeHybrid:
-		r.v1 = newV1Reader(layout.Root, opts.Swap)
+		r.v1 = newV1Reader(layout.Root, opts.Swap, opts.Proc)
 	case ModeV2:
 	default:
 		return nil, fmt.Errorf("creating cgroup reader: mode %q, expected v1, hybrid or v2", layout.Mode)
@@ -83,7 +86,7 @@ func (r *Reader) Read(name string, prev *Sample) (Sample, error) {
 	var err error
 	switch r.layout.Mode {
 	case ModeV2:
-		err = readV2(r.layout.Unified, name, &s, !reuse, r.opts.Meminfo)
+		err = readV2(r.layout.Unified, name, &s, !reuse, r.opts.Meminfo, r.opts.Proc)
 	case ModeHybrid:
 		err = r.v1.read(name, &s, !reuse)
 		if !errors.Is(err, ErrNotFound) {

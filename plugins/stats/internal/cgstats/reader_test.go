@@ -537,3 +537,40 @@ func TestNewDiskIsNamedAfterTheListAges(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/dev/dm-0", old.BlkIO[0].Device)
 }
+
+// The open files of a cgroup's processes are counted under the host's
+// /proc, sockets apart; a process that exited counts none.
+func TestOpenFilesOfTheProcesses(t *testing.T) {
+	proc := t.TempDir()
+	fd := filepath.Join(proc, "101", "fd")
+	require.NoError(t, os.MkdirAll(fd, 0o755))
+	for name, target := range map[string]string{"0": "/dev/null", "1": "socket:[123]", "2": "pipe:[4]", "3": "socket:[124]"} {
+		require.NoError(t, os.Symlink(target, filepath.Join(fd, name)))
+	}
+	// 102 of cgroup.procs has no /proc entry: it exited.
+	for _, tc := range []struct {
+		name string
+		tree files
+	}{{"v1", v1Files(container)}, {"v2", v2Files(container)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fixture, _ := readerFor(t, tc.tree)
+			r, err := NewReader(fixture.Layout(), Options{Proc: proc})
+			require.NoError(t, err)
+			got, err := r.Read(container, nil)
+			require.NoError(t, err)
+			require.NotNil(t, got.Pids)
+			assert.Equal(t, Pids{Processes: 2, Threads: 5, FDs: 4, Sockets: 2, FDsRead: true}, *got.Pids)
+
+			got, err = fixture.Read(container, nil)
+			require.NoError(t, err)
+			assert.Equal(t, Pids{Processes: 2, Threads: 5}, *got.Pids, "without Options.Proc")
+
+			// 102's fds may not be listed: no counts, the processes still.
+			require.NoError(t, os.WriteFile(filepath.Join(proc, "102"), nil, 0o644))
+			t.Cleanup(func() { require.NoError(t, os.Remove(filepath.Join(proc, "102"))) })
+			got, err = r.Read(container, nil)
+			require.NoError(t, err)
+			assert.Equal(t, Pids{Processes: 2, Threads: 5}, *got.Pids, "102's fds unreadable")
+		})
+	}
+}

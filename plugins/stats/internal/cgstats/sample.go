@@ -65,6 +65,11 @@ type Pids struct {
 	Threads   uint64 `json:"threads"`
 	// ThreadsMax is the pids limit, 0 when unlimited.
 	ThreadsMax uint64 `json:"threadsMax"`
+	// FDs and Sockets are the open files of the processes (not the
+	// descendant cgroups'), and how many are sockets, if FDsRead: with
+	// Options.Proc, where every process's files could be listed.
+	FDs, Sockets uint64 `json:"-"`
+	FDsRead      bool   `json:"-"`
 }
 
 // Spec are the cgroup's CPU and memory limits, as cAdvisor reports them.

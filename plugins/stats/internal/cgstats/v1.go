@@ -18,11 +18,13 @@ type v1Reader struct {
 	cpu, cpuacct, memory, pids    cgroup1.InitOpts
 	cpuDir, cpuacctDir, cpusetDir string
 	memoryDir, pidsDir, blkioDir  string
+	proc                          string // see Options.Proc
 }
 
-func newV1Reader(root string, swap bool) *v1Reader {
+func newV1Reader(root string, swap bool, proc string) *v1Reader {
 	r := &v1Reader{
 		root:       root,
+		proc:       proc,
 		cpuDir:     filepath.Join(root, string(cgroup1.Cpu)),
 		cpuacctDir: filepath.Join(root, string(cgroup1.Cpuacct)),
 		cpusetDir:  filepath.Join(root, string(cgroup1.Cpuset)),
@@ -135,9 +137,10 @@ func (r *v1Reader) read(name string, s *Sample, spec bool) error {
 		fail("pids "+pidsDir, pids.err)
 	}
 	if pids.complete && pids.metrics.Pids != nil && mem.found {
-		procs, err := countProcs(filepath.Join(memDir, "cgroup.procs"))
+		procs, err := readProcs(filepath.Join(memDir, "cgroup.procs"), r.proc)
 		if err == nil {
-			s.Pids = &Pids{Processes: procs, Threads: pids.metrics.Pids.Current, ThreadsMax: limitOrZero(pids.metrics.Pids.Limit)}
+			procs.Threads, procs.ThreadsMax = pids.metrics.Pids.Current, limitOrZero(pids.metrics.Pids.Limit)
+			s.Pids = procs
 		} else if err = vanished(memDir, err); !notExist(err) {
 			fail("processes", err)
 		}

@@ -11,8 +11,9 @@ import (
 
 // readV2 reads the cgroup name of the v2 hierarchy at mount; spec says
 // whether to read the CPU spec and the cpuset; meminfo, if set, is where the
-// root cgroup's memory usage comes from.
-func readV2(mount, name string, s *Sample, spec bool, meminfo string) error {
+// root cgroup's memory usage comes from; proc, if set, where the processes'
+// open files are counted.
+func readV2(mount, name string, s *Sample, spec bool, meminfo, proc string) error {
 	dir := filepath.Join(mount, name)
 	if !exists(dir) {
 		return fmt.Errorf("%w: %s", ErrNotFound, dir)
@@ -76,9 +77,10 @@ func readV2(mount, name string, s *Sample, spec bool, meminfo string) error {
 		s.Pressure.Memory = psi(mem.PSI)
 	}
 	if st := stat("pids", "pids.current", cgroup2.StatPids); st != nil && st.Pids != nil {
-		procs, err := countProcs(filepath.Join(dir, "cgroup.procs"))
+		procs, err := readProcs(filepath.Join(dir, "cgroup.procs"), proc)
 		if err == nil {
-			s.Pids = &Pids{Processes: procs, Threads: st.Pids.Current, ThreadsMax: limitOrZero(st.Pids.Limit)}
+			procs.Threads, procs.ThreadsMax = st.Pids.Current, limitOrZero(st.Pids.Limit)
+			s.Pids = procs
 		} else if err = vanished(dir, err); !notExist(err) {
 			errs = append(errs, fmt.Errorf("processes: %w", err))
 		}
