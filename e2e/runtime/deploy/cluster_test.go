@@ -94,6 +94,7 @@ var clusterScenarios = []clusterScenario{
 	{"bad config", true, badConfig},
 	{"API server restart", true, apiServerRestart},
 	{"plugin crash under load", false, pluginCrash},
+	{"pod network", false, podNetwork},
 	// Last: metrics-server keeps running (and scraping) until the end.
 	{"metrics-server and scrapes", true, metricsServer},
 }

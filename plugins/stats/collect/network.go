@@ -2,6 +2,8 @@ package collect
 
 import (
 	"bufio"
+	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,34 +14,58 @@ import (
 )
 
 // netJob is a network namespace to read, by a process in it: the node's
-// (pid 1) or a pod sandbox's; the interfaces land in out.
+// (pid 1), a pod sandbox's, or one in the cgroup of a container of the pod;
+// the interfaces land in out.
 type netJob struct {
-	pid  uint32
-	what string // for the log: node, pod ns/name
-	out  *[]netdev.Interface
+	pid    uint32
+	cgroup string // when pid is 0
+	what   string // for the log: node, pod ns/name
+	out    *[]netdev.Interface
 }
 
-// sandboxNetJob is the network namespace of v's pod, read by pid, whose
-// series get the sandbox's cgroup as id label, as cAdvisor's; a pod without
-// a sandbox container (CRI-O's drop_infra_ctr), of which cAdvisor serves
-// no network, gets its pod's.
-func (c *Collector) sandboxNetJob(p *PodStats, v inventory.PodView, pid uint32) netJob {
-	what := "pod " + p.Namespace + "/" + p.Name
-	cgroup := v.SandboxCgroupsPath
-	if cgroup == "" {
-		cgroup = v.CgroupParent
+// sandboxNetJob is the network namespace of v's pod, whose series get the
+// sandbox's cgroup as id label, as cAdvisor's. A pod without a sandbox
+// process (CRI-O's drop_infra_ctr, of which cAdvisor serves no network;
+// CRI-O's NRI tells no container's pid) is read through a process of one
+// of its running containers, which share its network namespace, and gets
+// its pod's cgroup as id; ok is false when it has neither.
+func (c *Collector) sandboxNetJob(p *PodStats, v inventory.PodView) (job netJob, ok bool) {
+	job = netJob{pid: v.Pid, what: "pod " + p.Namespace + "/" + p.Name, out: &p.Network}
+	id := v.SandboxCgroupsPath
+	if job.pid == 0 {
+		i := slices.IndexFunc(v.Containers, func(ctr inventory.Container) bool { return ctr.Running })
+		if i < 0 {
+			return netJob{}, false
+		}
+		id = v.CgroupParent
+		job.cgroup = c.cgroupName(v.Containers[i].CgroupsPath, job.what)
 	}
-	name, err := cgstats.Name(cgroup)
+	p.SandboxCgroup = c.cgroupName(id, "the sandbox of the "+job.what)
+	return job, job.pid != 0 || job.cgroup != ""
+}
+
+// cgroupName is the cgroup name of a runtime's cgroups path, "" (counted
+// and logged) when it has none.
+func (c *Collector) cgroupName(cgroupsPath, what string) string {
+	name, err := cgstats.Name(cgroupsPath)
 	if err != nil {
 		c.errors.WithLabelValues(ReasonPath).Inc()
-		c.log.WithError(err).WithField("cgroup", cgroup).Debugf("the sandbox of the %s gets no id label", what)
+		c.log.WithError(err).WithField("cgroup", cgroupsPath).Debugf("no cgroup name for %s", what)
 	}
-	p.SandboxCgroup = name
-	return netJob{pid: pid, what: what, out: &p.Network}
+	return name
 }
 
 func (c *Collector) readNetwork(j *netJob) {
-	ifaces, err := netdev.Read(c.opts.Proc, j.pid)
+	pid, err := j.pid, error(nil)
+	if pid == 0 {
+		if pid, err = c.reader.Pid(j.cgroup); errors.Is(err, cgstats.ErrNotFound) {
+			return // the container stopped since the inventory's snapshot
+		}
+	}
+	var ifaces []netdev.Interface
+	if err == nil {
+		ifaces, err = netdev.Read(c.opts.Proc, pid)
+	}
 	if err != nil {
 		c.errors.WithLabelValues(ReasonNetwork).Inc()
 		c.log.WithError(err).Debugf("reading the network counters of the %s failed", j.what)

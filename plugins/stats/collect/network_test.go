@@ -76,6 +76,8 @@ func TestNetworkFailures(t *testing.T) {
 	assert.Equal(t, 3, testutil.CollectAndCount(NewCAdvisor(n.c), "container_cpu_usage_seconds_total"),
 		"the node's, the pod's and the container's cgroups are still served")
 
+	// A pod stops its containers before its sandbox.
+	n.inv.SetRunning("ctr-app", false)
 	n.inv.StopPod("sb1")
 	n.inv.RemovePod("sb2")
 	n.now = n.now.Add(n.c.opts.CacheFor)
@@ -84,16 +86,14 @@ func TestNetworkFailures(t *testing.T) {
 }
 
 // A pod without a sandbox process (CRI-O's drop_infra_ctr) is read through
-// a running container's process, on a series with its pod's cgroup as id;
-// once its containers stop, it is not read.
+// a process of a running container's cgroup, on a series with its pod's
+// cgroup as id; once its containers stop, it is not read.
 func TestNetworkWithoutSandboxProcess(t *testing.T) {
 	n := newNode(t)
 	proc := withNetwork(t, n)
 	n.inv.SetPod(&api.PodSandbox{Id: "sb1", Name: "web", Namespace: "shop", Uid: "uid-web",
 		Linux: &api.LinuxPodSandbox{CgroupParent: podCgroup}})
-	app := &api.Container{Id: "ctr-app", PodSandboxId: "sb1", Name: "app", State: api.ContainerState_CONTAINER_RUNNING,
-		Pid: 4242, Linux: &api.LinuxContainer{CgroupsPath: ctrCgroup}}
-	n.inv.SetContainer(nil, app)
+	writeFile(t, n.root, "memory"+ctrCgroup+"/cgroup.procs", "4242\n4250\n")
 	n.c.SetRuntime("cri-o")
 	require.FileExists(t, filepath.Join(proc, "4242", "net", "dev"))
 	want := `
@@ -107,4 +107,5 @@ container_network_receive_bytes_total{container="POD",id="/kubepods/burstable/po
 	n.inv.SetRunning("ctr-app", false)
 	n.now = n.now.Add(n.c.opts.CacheFor)
 	assert.Equal(t, 1, testutil.CollectAndCount(NewCAdvisor(n.c), "container_network_receive_bytes_total"), "the node's only")
+	assert.Zero(t, testutil.ToFloat64(n.c.errors.WithLabelValues(ReasonNetwork)))
 }

@@ -280,8 +280,10 @@ func (c *Collector) take() *Snapshot {
 	for i, v := range views {
 		p := &s.Pods[i]
 		p.Pod = v.Pod
-		if pid := v.NetworkPid(); c.opts.Proc != "" && pid != 0 {
-			nets = append(nets, c.sandboxNetJob(p, v, pid))
+		if c.opts.Proc != "" {
+			if job, ok := c.sandboxNetJob(p, v); ok {
+				nets = append(nets, job)
+			}
 		}
 		if v.CgroupParent != "" {
 			jobs = append(jobs, job{cgroupsPath: v.CgroupParent, what: "pod " + v.Namespace + "/" + v.Name, name: &p.Cgroup, sample: &p.Sample})

@@ -48,8 +48,6 @@ type Container struct {
 	// Running is set from StartContainer to StopContainer: only then does
 	// the container have a cgroup to read.
 	Running bool
-	// Pid is the container's process once the runtime tells it; 0 before.
-	Pid uint32
 }
 
 // Inventory is safe for concurrent use.
@@ -89,7 +87,7 @@ func ContainerFromNRI(pod *api.PodSandbox, c *api.Container) Container {
 	return Container{
 		ID: c.GetId(), PodID: c.GetPodSandboxId(), Name: k8s.IdentityOf(pod, c).Container,
 		Image: image, CgroupsPath: c.GetLinux().GetCgroupsPath(), Started: started,
-		Running: c.GetState() == api.ContainerState_CONTAINER_RUNNING, Pid: c.GetPid(),
+		Running: c.GetState() == api.ContainerState_CONTAINER_RUNNING,
 	}
 }
 
@@ -173,21 +171,6 @@ func (inv *Inventory) RemoveContainer(id string) {
 type PodView struct {
 	Pod
 	Containers []Container
-}
-
-// NetworkPid is a process in the pod's network namespace: its sandbox's,
-// else one of its running containers' (CRI-O runs no sandbox process for a
-// pod that does not share its PID namespace, drop_infra_ctr); 0 if none.
-func (v *PodView) NetworkPid() uint32 {
-	if v.Pid != 0 {
-		return v.Pid
-	}
-	for _, c := range v.Containers {
-		if c.Running && c.Pid != 0 {
-			return c.Pid
-		}
-	}
-	return 0
 }
 
 // Snapshot returns every pod with its containers, sorted by namespace and

@@ -175,23 +175,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 
 // StartContainer starts reading a container's cgroup.
 func (p *Plugin) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
-	p.setStarted(pod, ctr)
+	p.inv.SetContainer(pod, ctr)
+	p.inv.SetRunning(ctr.GetId(), true)
 	p.log.WithFields(k8s.IdentityOf(pod, ctr).Fields()).WithField("cgroup", ctr.GetLinux().GetCgroupsPath()).
 		Info("reading the container's stats")
 	return nil
-}
-
-// PostStartContainer records the container's process, which a runtime may
-// tell only once it started: the pod's network is read through it when the
-// pod has no sandbox process.
-func (p *Plugin) PostStartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
-	p.setStarted(pod, ctr)
-	return nil
-}
-
-func (p *Plugin) setStarted(pod *api.PodSandbox, ctr *api.Container) {
-	p.inv.SetContainer(pod, ctr)
-	p.inv.SetRunning(ctr.GetId(), true)
 }
 
 // StopContainer stops reading a container's cgroup, which goes with it.

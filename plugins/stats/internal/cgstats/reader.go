@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -148,3 +149,30 @@ func vanished(dir string, err error) error {
 
 // notExist reports whether err says a file is missing.
 func notExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// Pid is a process of the cgroup name, the first of its cgroup.procs (v2,
+// or v1's memory controller), as the reader's PID namespace numbers it;
+// ErrNotFound when the cgroup is gone or holds no process.
+func (r *Reader) Pid(name string) (uint32, error) {
+	dir := filepath.Join(r.layout.Unified, name)
+	if r.layout.Mode != ModeV2 {
+		dir = filepath.Join(r.v1.memoryDir, name)
+	}
+	path := filepath.Join(dir, "cgroup.procs")
+	data, err := readFile(path)
+	if notExist(err) {
+		return 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	if first == "" {
+		return 0, ErrNotFound
+	}
+	pid, err := strconv.ParseUint(first, 10, 32)
+	if err != nil || pid == 0 {
+		return 0, fmt.Errorf("parse %s: first line %q, expected a process id", path, first)
+	}
+	return uint32(pid), nil
+}

@@ -574,3 +574,35 @@ func TestOpenFilesOfTheProcesses(t *testing.T) {
 		})
 	}
 }
+
+// Pid is the first process of a cgroup's cgroup.procs; a cgroup without a
+// process or without the file is not found, a malformed file is an error
+// naming it.
+func TestPid(t *testing.T) {
+	for _, mode := range []Mode{ModeV1, ModeV2} {
+		t.Run(string(mode), func(t *testing.T) {
+			root := t.TempDir()
+			dir := root
+			if mode == ModeV1 {
+				dir = filepath.Join(root, "memory")
+			}
+			r := &Reader{layout: Layout{Mode: mode, Root: root, Unified: root}, v1: newV1Reader(root, false, "")}
+			write := func(name, content string) {
+				require.NoError(t, os.MkdirAll(filepath.Join(dir, name), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name, "cgroup.procs"), []byte(content), 0o644))
+			}
+			write("/pod/a", "4242\n4250\n")
+			write("/pod/empty", "")
+			write("/pod/bad", "pid\n")
+			pid, err := r.Pid("/pod/a")
+			require.NoError(t, err)
+			assert.Equal(t, uint32(4242), pid)
+			for _, name := range []string{"/pod/empty", "/pod/gone"} {
+				_, err := r.Pid(name)
+				assert.ErrorIs(t, err, ErrNotFound, name)
+			}
+			_, err = r.Pid("/pod/bad")
+			assert.ErrorContains(t, err, filepath.Join(dir, "pod", "bad", "cgroup.procs"))
+		})
+	}
+}
