@@ -82,9 +82,10 @@ type PodStats struct {
 	Cgroup     string // the pod cgroup's name (id label); empty if unknown
 	Sample     *cgstats.Sample
 	Containers []ContainerStats
-	// SandboxCgroup is the sandbox (pause) container's cgroup name, the id
-	// label of its series; Network is its network namespace's interfaces,
-	// nil if unread.
+	// SandboxCgroup is the id label of the pod's network series: its
+	// sandbox (pause) container's cgroup name, else its own (see
+	// sandboxNetJob); Network is its network namespace's interfaces, nil if
+	// unread.
 	SandboxCgroup string
 	Network       []netdev.Interface
 }

@@ -108,15 +108,7 @@ func TestBadClassInputAffectsNoOtherContainer(t *testing.T) {
 // classes, which the next checkpoint holds.
 func TestCheckpointWithoutClassesLoads(t *testing.T) {
 	stateDir := t.TempDir()
-	first := newTestPluginIn(t, "smt-2s-12c-interleaved", nil, stateDir, t.TempDir())
-	v := newRuntimeView()
-	synchronize(t, first.Plugin, v)
-	for _, f := range [][2]string{{"besteffort.yaml", "idle"}, {"guaranteed-2cpu.yaml", "app"}} {
-		_, err := v.create(t, first.Plugin, f[0], f[1])
-		require.NoError(t, err)
-	}
-	require.NoError(t, first.persist.Flush())
-	before := first.pol.Snapshot()
+	first, v, before := withSavedState(t, stateDir)
 	require.NoError(t, first.Close())
 	old, err := state.NewCheckpoint[policy.Snapshot](filepath.Join(stateDir, CheckpointFile), CheckpointVersion)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nri-suite/nri-suite/common/topology/cpuset"
+	"github.com/nri-suite/nri-suite/plugins/topology-aware/internal/policy"
 )
 
 // runtimeView is what a runtime would hold: every created container with
@@ -119,6 +120,22 @@ func withIdleContainer(t *testing.T) (*testPlugin, *runtimeView, string) {
 	return p, v, idle
 }
 
+// withSavedState is a synchronized plugin on the 12-CPU fixture with its
+// state in stateDir, running an idle BestEffort container and a 2-CPU
+// Guaranteed one, its checkpoint written; and the state it saved.
+func withSavedState(t *testing.T, stateDir string) (*testPlugin, *runtimeView, policy.Snapshot) {
+	t.Helper()
+	p := newTestPluginIn(t, "smt-2s-12c-interleaved", nil, stateDir, t.TempDir())
+	v := newRuntimeView()
+	synchronize(t, p.Plugin, v)
+	for _, f := range [][2]string{{"besteffort.yaml", "idle"}, {"guaranteed-2cpu.yaml", "app"}} {
+		_, err := v.create(t, p.Plugin, f[0], f[1])
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.persist.Flush())
+	return p, v, p.pol.Snapshot()
+}
+
 func TestRequestsBeforeSynchronizeFail(t *testing.T) {
 	p := newTestPlugin(t, "smt-2s-12c-interleaved", nil)
 	pod, ctr := nriPod(t, "besteffort.yaml", "idle")
@@ -189,18 +206,10 @@ func TestSynchronizeAfterRuntimeRestartMovesNothing(t *testing.T) {
 // times, does not decode it: the state is restored from what New read even
 // when the file is gone by then. Later restores read the file again.
 func TestCheckpointReadWhenThePluginStarts(t *testing.T) {
-	const fixture = "smt-2s-12c-interleaved"
-	first := newTestPlugin(t, fixture, nil)
-	v := newRuntimeView()
-	synchronize(t, first.Plugin, v)
-	for _, f := range [][2]string{{"besteffort.yaml", "idle"}, {"guaranteed-2cpu.yaml", "app"}} {
-		_, err := v.create(t, first.Plugin, f[0], f[1])
-		require.NoError(t, err)
-	}
-	require.NoError(t, first.persist.Flush())
-	want := first.pol.Snapshot()
+	stateDir := t.TempDir()
+	_, v, want := withSavedState(t, stateDir)
 
-	next := newTestPluginIn(t, fixture, nil, first.opts.StateDir, t.TempDir())
+	next := newTestPluginIn(t, "smt-2s-12c-interleaved", nil, stateDir, t.TempDir())
 	require.NoError(t, os.Remove(next.checkpoint.Path()))
 	synchronize(t, next.Plugin, v)
 	assert.Equal(t, want, next.pol.Snapshot(), "restored from the checkpoint New read")
@@ -228,15 +237,7 @@ func TestConfigureTakesEffectAtSynchronize(t *testing.T) {
 func TestConfiguredStateDir(t *testing.T) {
 	const fixture = "smt-2s-12c-interleaved"
 	flagDir, configDir := t.TempDir(), filepath.Join(t.TempDir(), "configured")
-	first := newTestPluginIn(t, fixture, nil, flagDir, t.TempDir())
-	v := newRuntimeView()
-	synchronize(t, first.Plugin, v)
-	for _, f := range [][2]string{{"besteffort.yaml", "idle"}, {"guaranteed-2cpu.yaml", "app"}} {
-		_, err := v.create(t, first.Plugin, f[0], f[1])
-		require.NoError(t, err)
-	}
-	require.NoError(t, first.persist.Flush())
-	want := first.pol.Snapshot()
+	_, v, want := withSavedState(t, flagDir)
 
 	configure := "state-dir: " + configDir + "\n"
 	next := newTestPluginIn(t, fixture, nil, flagDir, t.TempDir())
