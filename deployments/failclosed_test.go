@@ -118,13 +118,15 @@ func TestContainerdDropInFailsClosed(t *testing.T) {
 
 	// NRI drops a plugin whose connection closed only after the next
 	// request; the first container after the crash may still count it as
-	// present, and is then refused by security's validator, which fails on
-	// the closed connection.
+	// present, and is then refused on the closed connection: by security's
+	// CreateContainer (its failure policy, fail_request) or, where NRI saw
+	// the close in between, by its validator.
 	security.Kill(t)
 	t.Run("security crashed", func(t *testing.T) {
 		err := create(t, tolerating("crashed", nil))
 		require.Error(t, err)
-		assert.Regexp(t, regexp.QuoteMeta(missingSecurity)+`|validator plugin 40-security failed: ttrpc: closed`, err.Error())
+		assert.Regexp(t, regexp.QuoteMeta(missingSecurity)+
+			`|validator plugin 40-security failed: ttrpc: closed|plugin 40-security failed to handle CreateContainer request: ttrpc: closed`, err.Error())
 		assert.ErrorContains(t, create(t, tolerating("crashed-again", nil)), missingSecurity)
 		assert.NoError(t, create(t, tolerating("crashed-tolerated", tolerated["pod-wide"])))
 	})
