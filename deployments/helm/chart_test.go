@@ -271,7 +271,9 @@ func defaultNeeds() map[string]pluginNeeds {
 		"topology-aware": {hostPaths: common(map[string]string{"/host/sys": "/sys"}), writable: writable},
 		"security":       {hostPaths: common(nil), writable: writable, hostNS: true},
 		// The node's PID namespace: network counters from /proc/<pid>/net/dev.
-		"stats": {hostPaths: common(map[string]string{"/host/sys/fs/cgroup": "/sys/fs/cgroup"}), writable: writable, extraPorts: []int32{9191},
+		// The host's machine-id and os-release: the machine_* labels and cadvisor_version_info.
+		"stats": {hostPaths: common(map[string]string{"/host/sys/fs/cgroup": "/sys/fs/cgroup", "/host/etc/machine-id": "/etc/machine-id",
+			"/host/etc/os-release": "/etc/os-release"}), writable: writable, extraPorts: []int32{9191},
 			configFiles: []string{"/etc/nri-suite/client-ca"}, hostPID: true},
 	}
 }

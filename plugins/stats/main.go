@@ -12,6 +12,7 @@ import (
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/internal/catalog"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/machine"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/server"
 	"github.com/nri-suite/nri-suite/plugins/stats/nriplugin"
@@ -20,10 +21,12 @@ import (
 func main() {
 	opts := nriplugin.Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", ProcMeminfo: cgstats.DefaultMeminfo,
 		SysBlock: cgstats.DefaultSysBlock, ResctrlRoot: resctrl.DefaultRoot, Proc: "/proc",
-		Server: server.Options{Addr: server.DefaultAddr, Auth: endpointauth.Options{Listener: server.Listener}, CAdvisor: true}}
+		Machine: machine.Paths{Sys: machine.DefaultSys, Proc: machine.DefaultProc, Etc: machine.DefaultEtc},
+		Server:  server.Options{Addr: server.DefaultAddr, Auth: endpointauth.Options{Listener: server.Listener}, CAdvisor: true}}
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "where the host's cgroups are mounted (v1 controllers, hybrid or v2)")
 		fs.StringVar(&opts.ResctrlRoot, "resctrl-root", opts.ResctrlRoot, "where the host's resctrl filesystem is mounted, if it is: the containers' cache occupancy and memory bandwidth are read there")
+		fs.StringVar(&opts.Machine.Etc, "host-etc", opts.Machine.Etc, "where the host's machine-id and os-release are (machine_* labels, cadvisor_version_info)")
 		fs.StringVar(&opts.Server.Addr, "stats-addr", opts.Server.Addr, "address of /metrics/cadvisor, /metrics/resource, /metrics and /stats/pods, the only endpoints with container metrics; empty disables")
 		fs.BoolVar(&opts.Server.CAdvisor, "stats-cadvisor", opts.Server.CAdvisor, "serve /metrics/cadvisor; false leaves the cAdvisor-named series to the kubelet's")
 		opts.Server.Auth.AddFlags(fs)

@@ -418,7 +418,7 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 			assert.Equal(t, kf.GetType(), of.GetType(), "%s %s: type", path, name)
 			assert.Equal(t, labelNames(kf), labelNames(of), "%s %s: label names", path, name)
 		}
-		t.Logf("%s: %d metric families served by both", path, shared)
+		t.Logf("%s: %d metric families served by both; the kubelet's: %s", path, shared, strings.Join(sortedKeys(k), " "))
 		assert.Positive(t, shared)
 		for _, name := range kubeletFamiliesServed[path] {
 			if _, ok := k[name]; ok {
@@ -501,6 +501,8 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 		assert.Equal(t, k.value, o.value, "%s of the hog", family)
 	}
 
+	n.compareMachine(t, kubeletScrape, ourScrape, hog)
+
 	// Both read the node.
 	for what, scrape := range map[string]map[string]*dto.MetricFamily{"kubelet": kubeletScrape, "plugin": ourScrape} {
 		s, ok := find(scrape["container_scrape_error"], nil)
@@ -528,8 +530,70 @@ var kubeletFamiliesServed = map[string][]string{
 		"container_memory_kernel_usage", "container_memory_total_active_file_bytes", "container_memory_total_inactive_file_bytes",
 		"container_memory_failures_total", "container_memory_events_high_total", "container_memory_events_max_total",
 		"container_memory_file_dirty_bytes", "container_memory_file_writeback_bytes", "container_memory_pgscan_total",
-		"container_memory_pgsteal_total", "container_scrape_error", "container_file_descriptors", "container_sockets"},
+		"container_memory_pgsteal_total", "container_scrape_error", "container_file_descriptors", "container_sockets",
+		"container_ulimits_soft", "container_creation_time_seconds", "container_health_state", "cadvisor_version_info",
+		"machine_cpu_cores", "machine_cpu_physical_cores", "machine_cpu_sockets", "machine_cpu_books", "machine_cpu_drawers",
+		"machine_memory_bytes", "machine_swap_bytes", "machine_dimm_count", "machine_dimm_capacity_bytes", "machine_nvm_capacity",
+		"machine_nvm_avg_power_budget_watts", "machine_scrape_error"},
 	"/metrics/resource": {"node_swap_usage_bytes", "pod_swap_usage_bytes", "container_swap_usage_bytes"},
+}
+
+// compareMachine checks the node's families, which both read from the
+// same host: every machine_* series (ids, CPUs, memory, swap, DIMMs) and
+// cadvisor_version_info's kernel and OS equal, the root's soft limit of
+// open files (pid 1's) equal, every cgroup's health state -1; and the
+// hog's creation time close to the kubelet's (the runtime's creation
+// against its cgroup directory's time, for the kubelet's raw cgroups).
+func (n *realNode) compareMachine(t *testing.T, kubelet, ours map[string]*dto.MetricFamily, hog podContainer) {
+	t.Helper()
+	for name, kf := range kubelet {
+		if !strings.HasPrefix(name, "machine_") {
+			continue
+		}
+		k, o := all(kf), all(ours[name])
+		t.Logf("%s: kubelet %v, plugin %v", name, k, o)
+		assert.ElementsMatch(t, k, o, "%s: the same series, values and (no) timestamps", name)
+	}
+	cores, ok := find(ours["machine_cpu_cores"], nil)
+	require.True(t, ok, "the plugin serves machine_cpu_cores")
+	memory, ok := find(ours["machine_memory_bytes"], nil)
+	require.True(t, ok, "the plugin serves machine_memory_bytes")
+	t.Logf("machine_cpu_cores %v, machine_memory_bytes %v", cores.value, memory.value)
+
+	k, ok := find(kubelet["cadvisor_version_info"], nil)
+	require.True(t, ok, "the kubelet serves cadvisor_version_info")
+	o, ok := find(ours["cadvisor_version_info"], nil)
+	require.True(t, ok, "the plugin serves cadvisor_version_info")
+	t.Logf("cadvisor_version_info: kubelet %v, plugin %v", k.labels, o.labels)
+	for _, label := range []string{"kernelVersion", "osVersion"} {
+		assert.Equal(t, k.labels[label], o.labels[label], "cadvisor_version_info's %s", label)
+	}
+	assert.Empty(t, o.labels["cadvisorVersion"], "nri-stats claims no cAdvisor version")
+
+	root := map[string]string{"id": "/", "ulimit": "max_open_files"}
+	k, ok = find(kubelet["container_ulimits_soft"], root)
+	require.True(t, ok, "the kubelet serves the root's container_ulimits_soft")
+	o, ok = find(ours["container_ulimits_soft"], root)
+	require.True(t, ok, "the plugin serves the root's container_ulimits_soft")
+	assert.Equal(t, k.value, o.value, "pid 1's soft limit of open files")
+	h, ok := find(ours["container_ulimits_soft"], map[string]string{"id": hog.cgroup})
+	require.True(t, ok, "the plugin serves the hog's container_ulimits_soft")
+	t.Logf("container_ulimits_soft: root %v (kubelet %v), hog %v", o.value, k.value, h.value)
+
+	for what, scrape := range map[string]map[string]*dto.MetricFamily{"kubelet": kubelet, "plugin": ours} {
+		health := all(scrape["container_health_state"])
+		require.NotEmpty(t, health, "the %s serves container_health_state", what)
+		for _, s := range health {
+			assert.Equal(t, -1.0, s.value, "the %s's container_health_state of %s: no health check", what, s.labels["id"])
+		}
+	}
+
+	o, ok = find(ours["container_creation_time_seconds"], map[string]string{"id": hog.cgroup})
+	require.True(t, ok, "the plugin serves the hog's container_creation_time_seconds")
+	if k, ok := find(kubelet["container_creation_time_seconds"], map[string]string{"id": hog.cgroup}); ok {
+		t.Logf("container_creation_time_seconds of the hog: kubelet %.0f, plugin %.0f", k.value, o.value)
+		assert.InDelta(t, k.value, o.value, 10, "the hog's creation")
+	}
 }
 
 // find returns the series of mf whose labels include match.

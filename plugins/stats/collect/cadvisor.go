@@ -174,6 +174,18 @@ var cadvisorSeries = append([]series{
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.Pgsteal })},
 	{name: "container_oom_events_total", help: "Count of out of memory events observed for the container", kind: prometheus.CounterValue,
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.OOMKills })},
+	// cAdvisor's is -1 for a container without a (Docker) health check:
+	// every one the kubelet's runtimes run.
+	{name: "container_health_state", help: "The result of the container's health check", kind: prometheus.GaugeValue,
+		value: func(*cgstats.Sample) (float64, bool) { return -1, true }},
+	{name: "container_ulimits_soft", help: "Soft ulimit values for the container root process. Unlimited if -1, except priority and nice",
+		kind: prometheus.GaugeValue, labels: []string{"ulimit", "max_open_files"},
+		value: func(s *cgstats.Sample) (float64, bool) {
+			if s.MaxOpenFiles == nil {
+				return 0, false
+			}
+			return float64(*s.MaxOpenFiles), true
+		}},
 	{name: "container_processes", help: "Number of processes running inside the container.", kind: prometheus.GaugeValue,
 		value: pidsValue(func(p *cgstats.Pids) uint64 { return p.Processes })},
 	{name: "container_file_descriptors", help: "Number of open file descriptors for the container.", kind: prometheus.GaugeValue,
@@ -215,6 +227,10 @@ var cadvisorSeries = append([]series{
 const (
 	startTimeName = "container_start_time_seconds"
 	startTimeHelp = "Start time of the container since unix epoch in seconds."
+	// cAdvisor's container_creation_time_seconds is the runtime's creation
+	// time (its containerd and CRI-O handlers'), in whole seconds.
+	creationTimeName = "container_creation_time_seconds"
+	creationTimeHelp = "Container creation time since unix epoch in seconds."
 	// cAdvisor's container_last_seen is the time of its scrape; here, of
 	// the reading the scrape serves (in whole seconds, as cAdvisor's).
 	lastSeenName = "container_last_seen"
@@ -230,9 +246,10 @@ const (
 )
 
 var (
-	startTimeDesc   = prometheus.NewDesc(startTimeName, startTimeHelp, cadvisorLabels, nil)
-	lastSeenDesc    = prometheus.NewDesc(lastSeenName, lastSeenHelp, cadvisorLabels, nil)
-	scrapeErrorDesc = prometheus.NewDesc(scrapeErrorName, scrapeErrorHelp, nil, nil)
+	startTimeDesc    = prometheus.NewDesc(startTimeName, startTimeHelp, cadvisorLabels, nil)
+	creationTimeDesc = prometheus.NewDesc(creationTimeName, creationTimeHelp, cadvisorLabels, nil)
+	lastSeenDesc     = prometheus.NewDesc(lastSeenName, lastSeenHelp, cadvisorLabels, nil)
+	scrapeErrorDesc  = prometheus.NewDesc(scrapeErrorName, scrapeErrorHelp, nil, nil)
 )
 
 func scrapeError(snap *Snapshot) float64 {
@@ -248,11 +265,16 @@ func scrapeError(snap *Snapshot) float64 {
 type CAdvisor struct {
 	c     *Collector
 	descs []*prometheus.Desc
+	// host are the machine families and cadvisor_version_info, fixed;
+	// hostText the same in the text format.
+	host     []prometheus.Metric
+	hostText []byte
 }
 
 // NewCAdvisor returns the cAdvisor-named metrics of c's snapshots.
 func NewCAdvisor(c *Collector) *CAdvisor {
 	m := &CAdvisor{c: c}
+	m.host, m.hostText = hostMetrics(c.opts.Machine, c.opts.Version)
 	for i, s := range cadvisorSeries {
 		if i > 0 && cadvisorSeries[i-1].name == s.name {
 			m.descs = append(m.descs, m.descs[i-1]) // one family
@@ -272,8 +294,16 @@ func (m *CAdvisor) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	ch <- startTimeDesc
+	ch <- creationTimeDesc
 	ch <- lastSeenDesc
 	ch <- scrapeErrorDesc
+	described := map[string]bool{}
+	for _, h := range m.host {
+		if d := h.Desc(); !described[d.String()] {
+			described[d.String()] = true
+			ch <- d
+		}
+	}
 	for _, f := range deviceFamilies {
 		ch <- f.desc
 	}
@@ -304,11 +334,17 @@ func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
 			if !c.Started.IsZero() {
 				ch <- prometheus.MustNewConstMetric(startTimeDesc, prometheus.GaugeValue, float64(c.Started.UnixNano())/1e9, labels...)
 			}
+			if !c.Created.IsZero() {
+				ch <- prometheus.MustNewConstMetric(creationTimeDesc, prometheus.GaugeValue, float64(c.Created.Unix()), labels...)
+			}
 			collectResctrl(ch, snap.Time, c.Resctrl, labels)
 		}
 	}
 	collectNetwork(ch, snap)
 	ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, scrapeError(snap))
+	for _, h := range m.host {
+		ch <- h
+	}
 }
 
 func (m *CAdvisor) emit(ch chan<- prometheus.Metric, at time.Time, s *cgstats.Sample, labels []string) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nri-suite/nri-suite/common/state"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/machine"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
 )
 
@@ -141,7 +142,7 @@ func newNodeOn(t *testing.T, write func(t testing.TB, root, name string, cpuNs, 
 		Linux: &api.LinuxPodSandbox{CgroupParent: podCgroup}}
 	ctr := &api.Container{Id: "ctr-app", PodSandboxId: "sb1", Name: "app", State: api.ContainerState_CONTAINER_RUNNING,
 		Linux: &api.LinuxContainer{CgroupsPath: ctrCgroup}, Image: &api.Image{Name: "registry.example/app:1"},
-		StartedAt: time.Unix(1_699_999_000, 0).UnixNano()}
+		StartedAt: time.Unix(1_699_999_000, 0).UnixNano(), CreatedAt: time.Unix(1_699_998_999, 5e8).UnixNano()}
 	n.inv.Replace([]*api.PodSandbox{pod}, []*api.Container{ctr})
 	return n
 }
@@ -474,11 +475,7 @@ container_spec_memory_swap_limit_bytes{container="",id="/kubepods/burstable/podu
 container_spec_memory_swap_limit_bytes{` + labels + `} 5.36870912e+08 1700000000000
 `
 	names := []string{"container_last_seen", "container_spec_memory_reservation_limit_bytes", "container_spec_memory_swap_limit_bytes"}
-	m := NewCAdvisor(n.c)
-	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want), names...))
-	var direct strings.Builder
-	require.NoError(t, m.WriteText(&direct))
-	assertTextFamilies(t, want, direct.String(), names...)
+	assertCAdvisor(t, n, want, names...)
 }
 
 // The memory failures are four series per cgroup, labelled between and
@@ -512,6 +509,13 @@ container_memory_kernel_usage{` + ctr + `} 3.145728e+06 1700000000000
 		}
 	}
 	names := []string{"container_memory_kernel_usage", "container_memory_failures_total"}
+	assertCAdvisor(t, n, want, names...)
+}
+
+// assertCAdvisor checks that /metrics/cadvisor has the families names of
+// want, through a registry (Collect) and in the direct text.
+func assertCAdvisor(t *testing.T, n *node, want string, names ...string) {
+	t.Helper()
 	m := NewCAdvisor(n.c)
 	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want), names...))
 	var direct strings.Builder
@@ -544,4 +548,104 @@ container_swap_usage_bytes{container="app",namespace="shop",pod="web"} 1.048576e
 pod_swap_usage_bytes{namespace="shop",pod="web"} 2.097152e+06 1700000000000
 `
 	require.NoError(t, testutil.CollectAndCompare(NewResource(n.c), strings.NewReader(want), "container_swap_usage_bytes", "pod_swap_usage_bytes"))
+}
+
+// The machine families and cadvisor_version_info are the machine info's,
+// without timestamps; without one, machine_scrape_error is 1 and no
+// machine_* series is served.
+func TestMachineAndVersion(t *testing.T) {
+	n := newNode(t)
+	n.c.opts.Machine = &machine.Info{Cores: 8, PhysicalCores: 2, Sockets: 2, MemoryBytes: 24 << 30, SwapBytes: 2 << 30,
+		DIMMs:     map[string]machine.DIMMs{"DDR5": {Count: 2, CapacityBytes: 32 << 30}},
+		MachineID: "mid", SystemUUID: "uuid", BootID: "bid"}
+	n.c.opts.Version = &machine.Version{Kernel: "6.8.0-1", OS: "Ubuntu 24.04.3 LTS"}
+	const ids = `boot_id="bid",machine_id="mid",system_uuid="uuid"`
+	const want = `
+# HELP cadvisor_version_info A metric with a constant '1' value labeled by kernel version, OS version, docker version, cadvisor version & cadvisor revision.
+# TYPE cadvisor_version_info gauge
+cadvisor_version_info{cadvisorRevision="",cadvisorVersion="",dockerVersion="",kernelVersion="6.8.0-1",osVersion="Ubuntu 24.04.3 LTS"} 1
+# HELP machine_cpu_cores Number of logical CPU cores.
+# TYPE machine_cpu_cores gauge
+machine_cpu_cores{` + ids + `} 8
+# HELP machine_cpu_physical_cores Number of physical CPU cores.
+# TYPE machine_cpu_physical_cores gauge
+machine_cpu_physical_cores{` + ids + `} 2
+# HELP machine_cpu_sockets Number of CPU sockets.
+# TYPE machine_cpu_sockets gauge
+machine_cpu_sockets{` + ids + `} 2
+# HELP machine_cpu_books Number of CPU books.
+# TYPE machine_cpu_books gauge
+machine_cpu_books{` + ids + `} 0
+# HELP machine_memory_bytes Amount of memory installed on the machine.
+# TYPE machine_memory_bytes gauge
+machine_memory_bytes{` + ids + `} 2.5769803776e+10
+# HELP machine_swap_bytes Amount of swap memory available on the machine.
+# TYPE machine_swap_bytes gauge
+machine_swap_bytes{` + ids + `} 2.147483648e+09
+# HELP machine_dimm_count Number of RAM DIMM (all types memory modules) value labeled by dimm type.
+# TYPE machine_dimm_count gauge
+machine_dimm_count{` + ids + `,type="DDR5"} 2
+# HELP machine_dimm_capacity_bytes Total RAM DIMM capacity (all types memory modules) value labeled by dimm type.
+# TYPE machine_dimm_capacity_bytes gauge
+machine_dimm_capacity_bytes{` + ids + `,type="DDR5"} 3.4359738368e+10
+# HELP machine_nvm_capacity NVM capacity value labeled by NVM mode (memory mode or app direct mode).
+# TYPE machine_nvm_capacity gauge
+machine_nvm_capacity{boot_id="bid",machine_id="mid",mode="app_direct_mode",system_uuid="uuid"} 0
+machine_nvm_capacity{boot_id="bid",machine_id="mid",mode="memory_mode",system_uuid="uuid"} 0
+# HELP machine_nvm_avg_power_budget_watts NVM power budget.
+# TYPE machine_nvm_avg_power_budget_watts gauge
+machine_nvm_avg_power_budget_watts{` + ids + `} 0
+# HELP machine_scrape_error 1 if there was an error while getting machine metrics, 0 otherwise.
+# TYPE machine_scrape_error gauge
+machine_scrape_error 0
+`
+	names := []string{"cadvisor_version_info", "machine_cpu_cores", "machine_cpu_physical_cores", "machine_cpu_sockets", "machine_cpu_books",
+		"machine_memory_bytes", "machine_swap_bytes", "machine_dimm_count", "machine_dimm_capacity_bytes", "machine_nvm_capacity",
+		"machine_nvm_avg_power_budget_watts", "machine_scrape_error"}
+	assertCAdvisor(t, n, want, names...)
+
+	n.c.opts.Machine, n.c.opts.Version = nil, nil
+	assertCAdvisor(t, n, `
+# HELP machine_scrape_error 1 if there was an error while getting machine metrics, 0 otherwise.
+# TYPE machine_scrape_error gauge
+machine_scrape_error 1
+`, names...)
+}
+
+// container_health_state is -1 (no health check) on every cgroup; the
+// soft limit of open files is that of a container's first process and of
+// pid 1 for the root (the fixtures' cgroup.procs hold 1); the creation
+// time is the runtime's, in whole seconds, without a timestamp.
+func TestHealthUlimitsAndCreation(t *testing.T) {
+	n := newNode(t)
+	proc := t.TempDir()
+	writeFile(t, proc, "1/limits", "Max open files            1048576              1048576              files\n")
+	// A container's limit is read with its processes, which need the pids
+	// controller.
+	writeFile(t, n.root, "pids"+ctrCgroup+"/pids.current", "1")
+	writeFile(t, n.root, "pids"+ctrCgroup+"/pids.max", "max")
+	reader, err := cgstats.NewReader(n.c.reader.Layout(), cgstats.Options{Proc: proc})
+	require.NoError(t, err)
+	n.c.reader = reader
+	const (
+		root = `container="",id="/",image="",name="",namespace="",pod=""`
+		pod  = `container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"`
+		ctr  = `container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"`
+	)
+	const want = `
+# HELP container_health_state The result of the container's health check
+# TYPE container_health_state gauge
+container_health_state{` + root + `} -1 1700000000000
+container_health_state{` + pod + `} -1 1700000000000
+container_health_state{` + ctr + `} -1 1700000000000
+# HELP container_ulimits_soft Soft ulimit values for the container root process. Unlimited if -1, except priority and nice
+# TYPE container_ulimits_soft gauge
+container_ulimits_soft{` + root + `,ulimit="max_open_files"} 1.048576e+06 1700000000000
+container_ulimits_soft{` + ctr + `,ulimit="max_open_files"} 1.048576e+06 1700000000000
+# HELP container_creation_time_seconds Container creation time since unix epoch in seconds.
+# TYPE container_creation_time_seconds gauge
+container_creation_time_seconds{` + ctr + `} 1.699998999e+09
+`
+	names := []string{"container_health_state", "container_ulimits_soft", "container_creation_time_seconds"}
+	assertCAdvisor(t, n, want, names...)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/machine"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/netdev"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
@@ -54,6 +55,11 @@ type Options struct {
 	// Proc is the host's /proc, where the node's (pid 1) and the pod
 	// sandboxes' network counters are read; empty: none are.
 	Proc string
+	// Machine is the node's machine info, read at start; nil: it could not
+	// be read (machine_scrape_error is 1). Version is the node's kernel and
+	// OS; nil: no cadvisor_version_info.
+	Machine *machine.Info
+	Version *machine.Version
 }
 
 // DefaultOptions: a second of cache, one worker per CPU (at most 4).

@@ -21,7 +21,8 @@ type family struct {
 	// mid and tail are the family's own label pairs that go after the
 	// container label and after the pod label (labels are in name order).
 	mid, tail string
-	// stamped: the samples carry the reading's time (all but the start time).
+	// stamped: the samples carry the reading's time (all but the start and
+	// creation times).
 	stamped bool
 	value   func(cg *cgroupLabels) (float64, bool)
 }
@@ -32,6 +33,8 @@ var textFamilies = func() []family {
 	fams := []family{
 		{name: startTimeName, help: startTimeHelp, kind: "gauge",
 			value: func(cg *cgroupLabels) (float64, bool) { return cg.started, cg.started != 0 }},
+		{name: creationTimeName, help: creationTimeHelp, kind: "gauge",
+			value: func(cg *cgroupLabels) (float64, bool) { return cg.created, cg.created != 0 }},
 		{name: lastSeenName, help: lastSeenHelp, kind: "gauge", stamped: true,
 			value: func(cg *cgroupLabels) (float64, bool) { return cg.seen, true }},
 	}
@@ -68,7 +71,7 @@ var textFamilies = func() []family {
 type cgroupLabels struct {
 	container, idImage, nameNamespace, pod string
 	sample                                 *cgstats.Sample
-	started                                float64 // 0: unknown
+	started, created                       float64 // 0: unknown
 	seen                                   float64 // the reading's time, in whole seconds
 }
 
@@ -80,7 +83,7 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 	snap := m.c.Snapshot()
 	seen := float64(snap.Time.Unix())
 	cgroups := make([]cgroupLabels, 0, 1+2*len(snap.Pods))
-	add := func(s *cgstats.Sample, started float64, container, id, image, name, namespace, pod string) {
+	add := func(s *cgstats.Sample, started, created float64, container, id, image, name, namespace, pod string) {
 		if s == nil {
 			return
 		}
@@ -89,18 +92,21 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 			idImage:       `id="` + escape(id) + `",image="` + escape(image) + `"`,
 			nameNamespace: `name="` + escape(name) + `",namespace="` + escape(namespace) + `"`,
 			pod:           `pod="` + escape(pod) + `"`,
-			sample:        s, started: started, seen: seen,
+			sample:        s, started: started, created: created, seen: seen,
 		})
 	}
-	add(snap.Node, 0, "", "/", "", "", "", "")
+	add(snap.Node, 0, 0, "", "/", "", "", "", "")
 	for _, p := range snap.Pods {
-		add(p.Sample, 0, "", p.Cgroup, "", "", p.Namespace, p.Name)
+		add(p.Sample, 0, 0, "", p.Cgroup, "", "", p.Namespace, p.Name)
 		for _, c := range p.Containers {
-			started := 0.0
+			started, created := 0.0, 0.0
 			if !c.Started.IsZero() {
 				started = float64(c.Started.UnixNano()) / 1e9
 			}
-			add(c.Sample, started, c.Name, c.Cgroup, c.Image, c.ID, p.Namespace, p.Name)
+			if !c.Created.IsZero() {
+				created = float64(c.Created.Unix())
+			}
+			add(c.Sample, started, created, c.Name, c.Cgroup, c.Image, c.ID, p.Namespace, p.Name)
 		}
 	}
 
@@ -144,6 +150,7 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 	bw.WriteString("# HELP " + scrapeErrorName + " " + scrapeErrorHelp + "\n# TYPE " + scrapeErrorName + " gauge\n" + scrapeErrorName + " ")
 	bw.Write(strconv.AppendFloat(num[:0], scrapeError(snap), 'g', -1, 64))
 	bw.WriteByte('\n')
+	bw.Write(m.hostText)
 	return bw.Flush()
 }
 

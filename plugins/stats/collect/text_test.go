@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/machine"
 )
 
 // parsed is a text exposition as family -> help, type and sorted series.
@@ -48,6 +50,8 @@ func TestWriteTextMatchesCollect(t *testing.T) {
 	writeBlkioV1(t, n.root, "/kubepods/pod2/c2")
 	withNetwork(t, n) // the node's network and sb1's; sb2 shares sb1's pid
 
+	n.c.opts.Machine = &machine.Info{Cores: 2, DIMMs: map[string]machine.DIMMs{"DDR4": {Count: 1}, "DDR5": {Count: 2}}, MachineID: `m"id`}
+	n.c.opts.Version = &machine.Version{Kernel: "6.8", OS: "Linux"}
 	m := NewCAdvisor(n.c)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)

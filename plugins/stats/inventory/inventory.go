@@ -45,6 +45,8 @@ type Container struct {
 	CgroupsPath string
 	// Started is when the container started; its creation until it has.
 	Started time.Time
+	// Created is when the runtime created it; zero if it did not say.
+	Created time.Time
 	// Running is set from StartContainer to StopContainer: only then does
 	// the container have a cgroup to read.
 	Running bool
@@ -73,12 +75,12 @@ func PodFromNRI(p *api.PodSandbox) Pod {
 func ContainerFromNRI(pod *api.PodSandbox, c *api.Container) Container {
 	// Unix nanoseconds, as containerd fills them in; NRI's GetStartedAtTime
 	// adds them to year 1 instead of the Unix epoch.
-	started := time.Time{}
-	switch {
-	case c.GetStartedAt() != 0:
+	created, started := time.Time{}, time.Time{}
+	if c.GetCreatedAt() != 0 {
+		created, started = time.Unix(0, c.GetCreatedAt()), time.Unix(0, c.GetCreatedAt())
+	}
+	if c.GetStartedAt() != 0 {
 		started = time.Unix(0, c.GetStartedAt())
-	case c.GetCreatedAt() != 0:
-		started = time.Unix(0, c.GetCreatedAt())
 	}
 	image := c.GetImage().GetName()
 	if image == "" {
@@ -86,7 +88,7 @@ func ContainerFromNRI(pod *api.PodSandbox, c *api.Container) Container {
 	}
 	return Container{
 		ID: c.GetId(), PodID: c.GetPodSandboxId(), Name: k8s.IdentityOf(pod, c).Container,
-		Image: image, CgroupsPath: c.GetLinux().GetCgroupsPath(), Started: started,
+		Image: image, CgroupsPath: c.GetLinux().GetCgroupsPath(), Started: started, Created: created,
 		Running: c.GetState() == api.ContainerState_CONTAINER_RUNNING,
 	}
 }

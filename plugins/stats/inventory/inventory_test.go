@@ -13,22 +13,24 @@ func TestContainerFromNRI(t *testing.T) {
 	pod := &api.PodSandbox{Id: "sb", Name: "web", Namespace: "shop", Uid: "u1",
 		Labels: map[string]string{"io.kubernetes.pod.name": "web-node1"}}
 	for _, tc := range []struct {
-		name      string
-		ctr       *api.Container
-		wantImage string
-		wantStart time.Time
+		name                   string
+		ctr                    *api.Container
+		wantImage              string
+		wantStart, wantCreated time.Time
 	}{
 		{"NRI image and start", &api.Container{Id: "c", Name: "app", Image: &api.Image{Name: "busybox:1"},
-			StartedAt: 1_700_000_000_000_000_000, CreatedAt: 1_600_000_000_000_000_000}, "busybox:1", time.Unix(1_700_000_000, 0)},
+			StartedAt: 1_700_000_000_000_000_000, CreatedAt: 1_600_000_000_000_000_000}, "busybox:1", time.Unix(1_700_000_000, 0), time.Unix(1_600_000_000, 0)},
 		{"annotation image, created only", &api.Container{Id: "c", Name: "app",
 			Annotations: map[string]string{"io.kubernetes.cri.image-name": "registry/app:2"},
-			CreatedAt:   1_600_000_000_000_000_000}, "registry/app:2", time.Unix(1_600_000_000, 0)},
-		{"neither", &api.Container{Id: "c", Name: "app"}, "", time.Time{}},
+			CreatedAt:   1_600_000_000_000_000_000}, "registry/app:2", time.Unix(1_600_000_000, 0), time.Unix(1_600_000_000, 0)},
+		{"started only", &api.Container{Id: "c", Name: "app", StartedAt: 1_700_000_000_000_000_000}, "", time.Unix(1_700_000_000, 0), time.Time{}},
+		{"neither", &api.Container{Id: "c", Name: "app"}, "", time.Time{}, time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ContainerFromNRI(pod, tc.ctr)
 			assert.Equal(t, tc.wantImage, c.Image)
 			assert.True(t, tc.wantStart.Equal(c.Started), "started %s, want %s", c.Started, tc.wantStart)
+			assert.True(t, tc.wantCreated.Equal(c.Created), "created %s, want %s", c.Created, tc.wantCreated)
 		})
 	}
 	assert.Equal(t, "web-node1", PodFromNRI(pod).Name, "the kubelet's label wins over NRI's name")

@@ -18,6 +18,7 @@ import (
 	"github.com/nri-suite/nri-suite/plugins/stats/collect"
 	"github.com/nri-suite/nri-suite/plugins/stats/config"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/machine"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/server"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
@@ -44,6 +45,8 @@ type Options struct {
 	// read from <pid>/net/dev there, and the open files of the cgroups'
 	// processes counted in <pid>/fd; empty: neither is.
 	Proc string
+	// Machine is where the node's machine info is read, at start.
+	Machine machine.Paths
 	// Server is the stats endpoints' listener.
 	Server server.Options
 }
@@ -82,11 +85,15 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err := plugin.CheckAbsPath("--resctrl-root", opts.ResctrlRoot); err != nil {
 		return nil, fmt.Errorf("create stats plugin: %w", err)
 	}
+	if err := plugin.CheckAbsPath("--host-etc", opts.Machine.Etc); err != nil {
+		return nil, fmt.Errorf("create stats plugin: %w", err)
+	}
 	p := &Plugin{log: deps.Log, inv: inventory.New()}
 	copts := collect.DefaultOptions()
 	copts.SharedDir = deps.SharedDir
 	copts.Resctrl = resctrl.NewReader(opts.ResctrlRoot)
 	copts.Proc = opts.Proc
+	copts.Machine, copts.Version = readMachine(opts.Machine, deps.Log)
 	if p.collector, err = collect.New(p.inv, reader, copts, deps.MetricsNamespace, deps.Log); err != nil {
 		return nil, err
 	}
@@ -202,4 +209,18 @@ func (p *Plugin) Close() error {
 		return nil
 	}
 	return p.listener.Close()
+}
+
+// readMachine reads the node's machine info once, as the kubelet does; a
+// failure is logged and served as machine_scrape_error 1.
+func readMachine(paths machine.Paths, log *logrus.Entry) (*machine.Info, *machine.Version) {
+	version := machine.ReadVersion(paths.Etc)
+	info, err := machine.Read(paths)
+	if err != nil {
+		log.WithError(err).Warn("no machine_* metrics")
+		return nil, &version
+	}
+	log.WithFields(logrus.Fields{"cores": info.Cores, "memory_bytes": info.MemoryBytes, "machine_id": info.MachineID,
+		"system_uuid": info.SystemUUID, "boot_id": info.BootID, "kernel": version.Kernel, "os": version.OS}).Info("machine info read")
+	return info, &version
 }

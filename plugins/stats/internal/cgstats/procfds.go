@@ -9,15 +9,19 @@ import (
 
 // readProcs counts the processes of a cgroup.procs file and, with proc
 // (the host's /proc) set, their open files and sockets, as cAdvisor counts
-// them: every entry of /proc/<pid>/fd, and those that link to "socket:".
+// them: every entry of /proc/<pid>/fd, and those that link to "socket:";
+// and returns the first process, with proc set.
 // A process that exits meanwhile counts no files, as in cAdvisor; one
 // whose fds may not be listed (without CAP_SYS_PTRACE, a process with
 // capabilities the plugin lacks) leaves the cgroup's counts out.
-func readProcs(path, proc string) (*Pids, error) {
-	p := &Pids{FDsRead: proc != ""}
+func readProcs(path, proc string) (p *Pids, first string, err error) {
+	p = &Pids{FDsRead: proc != ""}
 	var each func(pid string)
 	if proc != "" {
 		each = func(pid string) {
+			if first == "" {
+				first = pid
+			}
 			if p.FDsRead && !countFDs(filepath.Join(proc, pid, "fd"), p) {
 				p.FDsRead, p.FDs, p.Sockets = false, 0, 0
 			}
@@ -25,10 +29,10 @@ func readProcs(path, proc string) (*Pids, error) {
 	}
 	n, err := countProcs(path, each)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	p.Processes = n
-	return p, nil
+	return p, first, nil
 }
 
 // countFDs adds the open files in dir to p, and says whether it could list

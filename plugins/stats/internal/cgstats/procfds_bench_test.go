@@ -23,10 +23,21 @@ func BenchmarkReadProcs(b *testing.B) {
 	var p *Pids
 	for b.Loop() {
 		var err error
-		p, err = readProcs(procs, "/proc")
+		p, _, err = readProcs(procs, "/proc")
 		require.NoError(b, err)
 	}
 	require.True(b, p.FDsRead)
 	require.GreaterOrEqual(b, p.FDs, uint64(64))
 	b.ReportMetric(float64(p.FDs), "fds")
+}
+
+// BenchmarkReadMaxOpenFiles reads this process's soft limit of open files
+// through the real /proc: what container_ulimits_soft adds to a reading,
+// per container.
+func BenchmarkReadMaxOpenFiles(b *testing.B) {
+	var s Sample
+	for b.Loop() {
+		require.NoError(b, readMaxOpenFiles("/proc", strconv.Itoa(os.Getpid()), &s))
+	}
+	require.NotNil(b, s.MaxOpenFiles)
 }

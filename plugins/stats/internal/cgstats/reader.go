@@ -27,8 +27,9 @@ type Options struct {
 	Swap bool
 	// SpecMaxAge is how long a cgroup's CPU spec (v1 cpu.shares and CFS
 	// files, v2 cpu.max and cpu.weight) and cpuset, which change only when
-	// the container is updated, are reused from its previous sample before
-	// they are read again; 0 reads them every time.
+	// the container is updated, and its process's soft limit of open files
+	// are reused from its previous sample before they are read again; 0
+	// reads them every time.
 	SpecMaxAge time.Duration
 	// Meminfo is the host's /proc/meminfo (DefaultMeminfo): on v2, the root
 	// cgroup's memory usage comes from it. Empty: the root cgroup has no
@@ -38,7 +39,8 @@ type Options struct {
 	// devices get their names. Empty: every device's name is "".
 	SysBlock string
 	// Proc is the host's /proc, where the open files of a cgroup's
-	// processes are counted (a readlink per file). Empty: none are.
+	// processes are counted (a readlink per file), and the soft limit of
+	// open files of its first process read (<pid>/limits). Empty: neither.
 	Proc string
 }
 
@@ -79,7 +81,7 @@ func (r *Reader) Read(name string, prev *Sample) (Sample, error) {
 	now := r.now()
 	reuse := prev != nil && !prev.SpecAt.IsZero() && now.Sub(prev.SpecAt) < r.opts.SpecMaxAge
 	if reuse {
-		s.Spec, s.CPUSet, s.SpecAt = prev.Spec, prev.CPUSet, prev.SpecAt
+		s.Spec, s.CPUSet, s.SpecAt, s.MaxOpenFiles = prev.Spec, prev.CPUSet, prev.SpecAt, prev.MaxOpenFiles
 		s.Spec.HasMemory, s.Spec.MemoryLimit = false, 0 // read with the memory group
 	} else {
 		s.SpecAt = now
@@ -98,6 +100,12 @@ func (r *Reader) Read(name string, prev *Sample) (Sample, error) {
 		err = r.v1.read(name, &s, !reuse)
 	}
 	r.names.assign(s.BlkIO)
+	// cAdvisor's ulimits are those of a container's process (read with
+	// its processes), and of pid 1 for the root cgroup, whose processes
+	// are left out.
+	if name == "/" {
+		err = errors.Join(err, readMaxOpenFilesUnlessReused(r.opts.Proc, "1", &s, !reuse))
+	}
 	return s, err
 }
 

@@ -17,6 +17,11 @@ type Sample struct {
 	BlkIO []DeviceIO
 	// SpecAt is when the CPU spec and the cpuset were read.
 	SpecAt time.Time
+	// MaxOpenFiles is the soft limit of open files of the cgroup's first
+	// process (read with the processes; pid 1 for the root cgroup), -1
+	// when unlimited; nil without Options.Proc or a process. Reused with
+	// the spec.
+	MaxOpenFiles *int64
 }
 
 // CPU is cumulative CPU time, in nanoseconds, and CFS throttling.

@@ -137,10 +137,13 @@ func (r *v1Reader) read(name string, s *Sample, spec bool) error {
 		fail("pids "+pidsDir, pids.err)
 	}
 	if pids.complete && pids.metrics.Pids != nil && mem.found {
-		procs, err := readProcs(filepath.Join(memDir, "cgroup.procs"), r.proc)
+		procs, first, err := readProcs(filepath.Join(memDir, "cgroup.procs"), r.proc)
 		if err == nil {
 			procs.Threads, procs.ThreadsMax = pids.metrics.Pids.Current, limitOrZero(pids.metrics.Pids.Limit)
 			s.Pids = procs
+			if err := readMaxOpenFilesUnlessReused(r.proc, first, s, spec); err != nil {
+				fail("ulimits", err)
+			}
 		} else if err = vanished(memDir, err); !notExist(err) {
 			fail("processes", err)
 		}

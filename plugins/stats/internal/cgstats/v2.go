@@ -77,10 +77,13 @@ func readV2(mount, name string, s *Sample, spec bool, meminfo, proc string) erro
 		s.Pressure.Memory = psi(mem.PSI)
 	}
 	if st := stat("pids", "pids.current", cgroup2.StatPids); st != nil && st.Pids != nil {
-		procs, err := readProcs(filepath.Join(dir, "cgroup.procs"), proc)
+		procs, first, err := readProcs(filepath.Join(dir, "cgroup.procs"), proc)
 		if err == nil {
 			procs.Threads, procs.ThreadsMax = st.Pids.Current, limitOrZero(st.Pids.Limit)
 			s.Pids = procs
+			if err := readMaxOpenFilesUnlessReused(proc, first, s, spec); err != nil {
+				errs = append(errs, fmt.Errorf("ulimits: %w", err))
+			}
 		} else if err = vanished(dir, err); !notExist(err) {
 			errs = append(errs, fmt.Errorf("processes: %w", err))
 		}
