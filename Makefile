@@ -37,8 +37,8 @@ bin/nri-%: FORCE
 
 # Everything: lint, unit and harness tests with the race detector, the real-node
 # tests on containerd and CRI-O, and a short run of every fuzz target. The
-# checks that time nothing run beside the real-node tests at the lowest CPU
-# priority (hack/test.sh says why).
+# unit tests run beside the real-node tests, and the checks that time
+# nothing beside both at the lowest CPU priority (hack/test.sh says why).
 test:
 	MAKE="$(MAKE)" bash hack/test.sh
 
@@ -59,9 +59,10 @@ chart:
 chart-docs:
 	cd deployments/helm && $(GO) run ./cmd/chart-docs
 
-# Unit and harness tests; the real-node tests (TestRealNode, e2e/runtime) are e2e's.
+# Unit and harness tests; the real-node tests (TestRealNode*, e2e/runtime)
+# are e2e's: only e2e's tests take the host's sandbox lock.
 unit:
-	$(GO) test -race -count=1 -skip '^TestRealNode$$' $$($(GO) list ./... | grep -v '/e2e/runtime')
+	$(GO) test -race -count=1 -skip '^TestRealNode' $$($(GO) list ./... | grep -v '/e2e/runtime')
 
 # The real-node tests need root; elsewhere they skip and say why (in CI they must run).
 # One package at a time: sandboxes share the host, and a sandbox starting in one
@@ -69,7 +70,7 @@ unit:
 e2e: runtime-bins
 	$(GO) test -p 1 -count=1 -v -timeout 25m $(RUNTIME_PKG)
 	@echo "e2e: the e2e/runtime packages done at $$(date -u +%T)"
-	$(GO) test -count=1 -v -timeout 15m -run '^TestRealNode$$' ./plugins/...
+	$(GO) test -count=1 -v -timeout 15m -run '^TestRealNode' ./plugins/...
 
 runtime-bins:
 ifeq ($(IS_ROOT)$(CI),)
