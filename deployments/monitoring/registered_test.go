@@ -71,7 +71,9 @@ func registered(t *testing.T) map[string]family {
 	// stats registers its operational metrics on the runner's registry, and
 	// serves the per-container ones on its own listener from these.
 	statsDeps := deps("stats")
-	closeAtEnd(stats.New(statsDeps, stats.Options{CgroupRoot: "/sys/fs/cgroup", ResctrlRoot: "/sys/fs/resctrl"}))
+	statsOpts := stats.DefaultOptions()
+	statsOpts.Server.Addr = "" // the listener's collectors are registered below
+	closeAtEnd(stats.New(statsDeps, statsOpts))
 	c, err := collect.New(inventory.New(), nil, collect.DefaultOptions(), statsDeps.MetricsNamespace, statsDeps.Log)
 	require.NoError(t, err)
 	listener := &recordOnly{rec}

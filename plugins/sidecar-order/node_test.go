@@ -137,7 +137,9 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 	t.Run("Passthrough", func(t *testing.T) {
 		ordered(t)
 		rec := t.TempDir()
-		pod := jobPod("passthrough", rec, `trap 'echo app-usr1 >> /rec/events; exit 42' USR1; while true; do sleep 1 & wait; done`)
+		// The trap waits a second before it exits: the container's init
+		// exiting kills what still runs in it, the exec'd kill too (exit 137).
+		pod := jobPod("passthrough", rec, `trap 'echo app-usr1 >> /rec/events; sleep 1; exit 42' USR1; while true; do sleep 1 & wait; done`)
 		// The image's default command ("sh", which exits at once without a
 		// terminal): what NRI passes as args must include it.
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "image-cmd", Image: sandbox.BusyboxImage,

@@ -8,21 +8,13 @@ package main
 import (
 	"flag"
 
-	"github.com/nri-suite/nri-suite/common/endpointauth"
 	"github.com/nri-suite/nri-suite/common/plugin"
 	"github.com/nri-suite/nri-suite/internal/catalog"
-	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
-	"github.com/nri-suite/nri-suite/plugins/stats/internal/machine"
-	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
-	"github.com/nri-suite/nri-suite/plugins/stats/internal/server"
 	"github.com/nri-suite/nri-suite/plugins/stats/nriplugin"
 )
 
 func main() {
-	opts := nriplugin.Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", ProcMeminfo: cgstats.DefaultMeminfo,
-		SysBlock: cgstats.DefaultSysBlock, ResctrlRoot: resctrl.DefaultRoot, Proc: "/proc",
-		Machine: machine.Paths{Sys: machine.DefaultSys, Proc: machine.DefaultProc, Etc: machine.DefaultEtc},
-		Server:  server.Options{Addr: server.DefaultAddr, Auth: endpointauth.Options{Listener: server.Listener}, CAdvisor: true}}
+	opts := nriplugin.DefaultOptions()
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.CgroupRoot, "cgroup-root", opts.CgroupRoot, "where the host's cgroups are mounted (v1 controllers, hybrid or v2)")
 		fs.StringVar(&opts.ResctrlRoot, "resctrl-root", opts.ResctrlRoot, "where the host's resctrl filesystem is mounted, if it is: the containers' cache occupancy and memory bandwidth are read there")

@@ -51,6 +51,15 @@ type Options struct {
 	Server server.Options
 }
 
+// DefaultOptions are the flags' defaults: the host's files where the
+// plugin runs on the host, the stats listener on loopback.
+func DefaultOptions() Options {
+	return Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", ProcMeminfo: cgstats.DefaultMeminfo,
+		SysBlock: cgstats.DefaultSysBlock, ResctrlRoot: resctrl.DefaultRoot, Proc: "/proc",
+		Machine: machine.Paths{Sys: machine.DefaultSys, Proc: machine.DefaultProc, Etc: machine.DefaultEtc},
+		Server:  server.Options{Addr: server.DefaultAddr, Auth: endpointauth.Options{Listener: server.Listener}, CAdvisor: true}}
+}
+
 // Plugin observes the runtime and serves the stats.
 type Plugin struct {
 	log       *logrus.Entry
