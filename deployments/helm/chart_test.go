@@ -618,15 +618,19 @@ func TestChartNonDefaultValues(t *testing.T) {
 	}
 }
 
-// TestChartClassMounts: the mounts of the block I/O and RDT classes and of
-// the resctrl metrics are there only when asked for, read-write only where
-// topology-aware makes the RDT groups.
+// TestChartClassMounts: the mounts of the block I/O and RDT classes, of
+// the resctrl metrics and of the node's filesystems are there only when
+// asked for, read-write only where topology-aware makes the RDT groups.
 func TestChartClassMounts(t *testing.T) {
 	r, err := render(t, map[string]any{"plugins": map[string]any{
 		"topology-aware": map[string]any{"blockDevices": true, "resctrl": true},
-		"stats":          map[string]any{"resctrl": true},
+		"stats":          map[string]any{"resctrl": true, "hostFilesystems": true},
 	}})
 	require.NoError(t, err)
+	defaults, err := render(t, nil)
+	require.NoError(t, err)
+	assert.Contains(t, defaults.daemonSets["stats"].Spec.Template.Spec.Containers[0].Args, "--host-root=",
+		"by default stats reads no usage of the node's filesystems: the container's / is not the node's")
 	needs := defaultNeeds()
 	topo := needs["topology-aware"]
 	topo.hostPaths["/dev"] = "/dev"
@@ -635,7 +639,17 @@ func TestChartClassMounts(t *testing.T) {
 	checkDaemonSet(t, "topology-aware", r.daemonSets["topology-aware"], topo)
 	stats := needs["stats"]
 	stats.hostPaths["/sys/fs/resctrl"] = "/sys/fs/resctrl"
+	stats.hostPaths["/host/root"] = "/"
 	checkDaemonSet(t, "stats", r.daemonSets["stats"], stats)
+	ctr := r.daemonSets["stats"].Spec.Template.Spec.Containers[0]
+	assert.Contains(t, ctr.Args, "--host-root=/host/root")
+	for _, m := range ctr.VolumeMounts {
+		if m.MountPath == "/host/root" {
+			require.NotNil(t, m.MountPropagation)
+			assert.Equal(t, corev1.MountPropagationHostToContainer, *m.MountPropagation, "the node's later mounts are seen")
+			assert.True(t, m.ReadOnly)
+		}
+	}
 	for _, name := range []string{"device-injector", "sidecar-order", "security"} {
 		checkDaemonSet(t, name, r.daemonSets[name], needs[name])
 	}

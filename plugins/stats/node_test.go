@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -77,8 +78,8 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 		}
 		require.NotEmpty(t, sandboxID, "the burner's sandbox")
 		m := n.ours(t, "/metrics/cadvisor")
-		node := byInterface(m["container_network_receive_bytes_total"], map[string]string{"id": "/"})
-		pod := byInterface(m["container_network_receive_bytes_total"], map[string]string{"name": sandboxID})
+		node := byLabel(m["container_network_receive_bytes_total"], map[string]string{"id": "/"}, "interface")
+		pod := byLabel(m["container_network_receive_bytes_total"], map[string]string{"name": sandboxID}, "interface")
 		require.NotEmpty(t, node, "the node's interfaces")
 		assert.NotContains(t, node, "lo", "loopback is left out, as cAdvisor leaves it out")
 		assert.Equal(t, sortedKeys(node), sortedKeys(pod), "a host-network pod's interfaces are the node's")
@@ -426,6 +427,12 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 			}
 		}
 	}
+	// The documented rule that drops nri-stats' copy of the kubelet's
+	// families drops every one the kubelet serves.
+	drop := documentedDropRule(t)
+	for name := range n.kubelet(t, "/metrics/cadvisor") {
+		assert.Regexp(t, drop, name, "the README's metric_relabel_configs rule leaves the kubelet's %s twice", name)
+	}
 	// The node's network, read by both from pid 1's /proc/<pid>/net/dev: the
 	// same interfaces, and counters that the plugin, scraped after the
 	// kubelet, has at or above the kubelet's (its cAdvisor's reading is up
@@ -437,8 +444,8 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 	ourScrape := n.ours(t, "/metrics/cadvisor")
 	for _, family := range []string{"container_network_receive_bytes_total", "container_network_receive_packets_total",
 		"container_network_transmit_bytes_total", "container_network_transmit_packets_total"} {
-		k := byInterface(kubeletScrape[family], map[string]string{"id": "/"})
-		o := byInterface(ourScrape[family], map[string]string{"id": "/"})
+		k := byLabel(kubeletScrape[family], map[string]string{"id": "/"}, "interface")
+		o := byLabel(ourScrape[family], map[string]string{"id": "/"}, "interface")
 		require.NotEmpty(t, k, "the kubelet serves the node's %s", family)
 		assert.Equal(t, sortedKeys(k), sortedKeys(o), "%s: the node's interfaces", family)
 		for name, ks := range k {
@@ -502,6 +509,7 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 	}
 
 	n.compareMachine(t, kubeletScrape, ourScrape, hog)
+	compareFilesystems(t, kubeletScrape, ourScrape)
 
 	// Both read the node.
 	for what, scrape := range map[string]map[string]*dto.MetricFamily{"kubelet": kubeletScrape, "plugin": ourScrape} {
@@ -534,7 +542,12 @@ var kubeletFamiliesServed = map[string][]string{
 		"container_ulimits_soft", "container_creation_time_seconds", "container_health_state", "cadvisor_version_info",
 		"machine_cpu_cores", "machine_cpu_physical_cores", "machine_cpu_sockets", "machine_cpu_books", "machine_cpu_drawers",
 		"machine_memory_bytes", "machine_swap_bytes", "machine_dimm_count", "machine_dimm_capacity_bytes", "machine_nvm_capacity",
-		"machine_nvm_avg_power_budget_watts", "machine_scrape_error"},
+		"machine_nvm_avg_power_budget_watts", "machine_scrape_error",
+		"container_fs_inodes_free", "container_fs_inodes_total", "container_fs_io_current", "container_fs_io_time_seconds_total",
+		"container_fs_io_time_weighted_seconds_total", "container_fs_limit_bytes", "container_fs_read_seconds_total",
+		"container_fs_reads_merged_total", "container_fs_reads_total", "container_fs_sector_reads_total",
+		"container_fs_sector_writes_total", "container_fs_usage_bytes", "container_fs_write_seconds_total",
+		"container_fs_writes_merged_total", "container_fs_writes_total"},
 	"/metrics/resource": {"node_swap_usage_bytes", "pod_swap_usage_bytes", "container_swap_usage_bytes"},
 }
 
@@ -596,6 +609,78 @@ func (n *realNode) compareMachine(t *testing.T, kubelet, ours map[string]*dto.Me
 	}
 }
 
+// compareFilesystems checks the node's filesystems on the root's series,
+// which both read from the same host (the plugin lists them when it
+// starts, the kubelet's cAdvisor when it did): the same devices; equal
+// capacity and inodes; usage and free inodes within 1% (files come and go
+// between the two readings); the disks' counters, which the plugin read
+// later, at or above the kubelet's and within 5% (the kubelet's are up to
+// a housekeeping old, and the host's builds write).
+func compareFilesystems(t *testing.T, kubelet, ours map[string]*dto.MetricFamily) {
+	t.Helper()
+	root := map[string]string{"id": "/"}
+	devices := byLabel(kubelet["container_fs_limit_bytes"], root, "device")
+	require.NotEmpty(t, devices, "the kubelet serves the node's filesystems")
+	assert.Equal(t, sortedKeys(devices), sortedKeys(byLabel(ours["container_fs_limit_bytes"], root, "device")), "the node's filesystems")
+	for _, c := range []struct {
+		family         string
+		exact, counter bool
+		slack          float64
+	}{
+		{"container_fs_limit_bytes", true, false, 0},
+		{"container_fs_inodes_total", true, false, 0},
+		{"container_fs_usage_bytes", false, false, 1 << 20},
+		{"container_fs_inodes_free", false, false, 100},
+		{"container_fs_reads_total", false, true, 16},
+		{"container_fs_reads_merged_total", false, true, 16},
+		{"container_fs_sector_reads_total", false, true, 1024},
+		{"container_fs_writes_total", false, true, 16},
+		{"container_fs_writes_merged_total", false, true, 16},
+		{"container_fs_sector_writes_total", false, true, 1024},
+		{"container_fs_read_seconds_total", false, true, 1e-6},
+		{"container_fs_write_seconds_total", false, true, 1e-6},
+		{"container_fs_io_time_seconds_total", false, true, 1e-6},
+		{"container_fs_io_time_weighted_seconds_total", false, true, 1e-6},
+	} {
+		k, o := byLabel(kubelet[c.family], root, "device"), byLabel(ours[c.family], root, "device")
+		for device := range devices {
+			ks, ok := k[device]
+			require.True(t, ok, "the kubelet serves %s{device=%q}", c.family, device)
+			ps, ok := o[device]
+			if !assert.True(t, ok, "the plugin serves %s{device=%q}", c.family, device) {
+				continue
+			}
+			t.Logf("%s{device=%q}: kubelet %v, plugin %v", c.family, device, ks.value, ps.value)
+			switch {
+			case c.exact:
+				assert.Equal(t, ks.value, ps.value, "%s{device=%q}", c.family, device)
+			case c.counter:
+				assert.GreaterOrEqual(t, ps.value, ks.value, "%s{device=%q}: read later", c.family, device)
+				assert.InDelta(t, ks.value, ps.value, 0.05*ks.value+c.slack, "%s{device=%q}", c.family, device)
+			default:
+				assert.InDelta(t, ks.value, ps.value, 0.01*ks.value+c.slack, "%s{device=%q}", c.family, device)
+			}
+		}
+	}
+}
+
+// documentedDropRule is the regex of the README's and docs/install.md's
+// metric_relabel_configs rule (the same in both), anchored as Prometheus
+// anchors it.
+func documentedDropRule(t *testing.T) *regexp.Regexp {
+	t.Helper()
+	var rules []string
+	for _, doc := range []string{"README.md", "../../docs/install.md"} {
+		text, err := os.ReadFile(doc)
+		require.NoError(t, err)
+		m := regexp.MustCompile(`(?m)^\s*regex: (container_\S+)$`).FindSubmatch(text)
+		require.NotNil(t, m, "%s has the drop rule", doc)
+		rules = append(rules, string(m[1]))
+	}
+	require.Equal(t, rules[0], rules[1], "the README's and docs/install.md's drop rules")
+	return regexp.MustCompile("^(?:" + rules[0] + ")$")
+}
+
 // find returns the series of mf whose labels include match.
 func find(mf *dto.MetricFamily, match map[string]string) (sample, bool) {
 	for _, s := range all(mf) {
@@ -616,13 +701,13 @@ func (s sample) matches(match map[string]string) bool {
 	return true
 }
 
-// byInterface returns the series of mf whose labels include match, by
-// their interface label.
-func byInterface(mf *dto.MetricFamily, match map[string]string) map[string]sample {
+// byLabel returns the series of mf whose labels include match, by their
+// label's value.
+func byLabel(mf *dto.MetricFamily, match map[string]string, label string) map[string]sample {
 	out := map[string]sample{}
 	for _, s := range all(mf) {
 		if s.matches(match) {
-			out[s.labels["interface"]] = s
+			out[s.labels[label]] = s
 		}
 	}
 	return out

@@ -320,7 +320,9 @@ func (m *CAdvisor) Describe(ch chan<- *prometheus.Desc) {
 func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
 	snap := m.c.Snapshot()
 	// Label values in cadvisorLabels order: container, id, image, name, namespace, pod.
-	m.emit(ch, snap.Time, snap.Node, []string{"", "/", "", "", "", ""})
+	root := []string{"", "/", "", "", "", ""}
+	m.emit(ch, snap.Time, snap.Node, root)
+	collectDevices(ch, snap.Time, nil, snap.Filesystems, root)
 	for _, p := range snap.Pods {
 		if p.Sample != nil {
 			m.emit(ch, snap.Time, p.Sample, []string{"", p.Cgroup, "", "", p.Namespace, p.Name})
@@ -363,5 +365,5 @@ func (m *CAdvisor) emit(ch chan<- prometheus.Metric, at time.Time, s *cgstats.Sa
 		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(m.descs[i], def.kind, v, values...))
 	}
 	ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(lastSeenDesc, prometheus.GaugeValue, float64(at.Unix()), labels...))
-	collectDevices(ch, at, s.BlkIO, labels)
+	collectDevices(ch, at, s.BlkIO, nil, labels)
 }

@@ -8,34 +8,92 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/nodefs"
 )
 
-// deviceFamily is one of cAdvisor's block I/O counters: a series per
-// cgroup and block device (device label, /dev/<name> or empty).
+// deviceFamily is one of cAdvisor's families with a device label: the
+// block I/O of a cgroup (a series per cgroup and block device, the device
+// /dev/<name> or empty), and for the root cgroup the node's filesystems
+// (a series per filesystem, the device as nodefs names it).
 type deviceFamily struct {
 	name, help string
+	kind       prometheus.ValueType
 	desc       *prometheus.Desc
-	// ios: counts operations, else bytes.
-	ios bool
-	// op is the one operation counted; "": every operation, with the
-	// major, minor and operation labels (container_blkio_device_usage_total).
-	op string
+	// blkio: the family has the cgroups' block I/O. ios: it counts
+	// operations, else bytes. op is the one operation counted; "": every
+	// operation, with the major, minor and operation labels
+	// (container_blkio_device_usage_total).
+	blkio, ios bool
+	op         string
+	// fs is a filesystem's value, and whether it has one; nil: the family
+	// has no filesystem series.
+	fs func(f *nodefs.Filesystem) (float64, bool)
+}
+
+// cadvisorSeconds is cAdvisor's value of a /proc/diskstats time: it
+// divides the kernel's milliseconds by a second's nanoseconds, and the
+// kubelet serves that; so does the plugin, to be read alike.
+func cadvisorSeconds(ms uint64) float64 { return float64(ms) / float64(time.Second) }
+
+func diskValue(f func(d *nodefs.Filesystem) uint64) func(*nodefs.Filesystem) (float64, bool) {
+	return func(fs *nodefs.Filesystem) (float64, bool) { return float64(f(fs)), true }
+}
+
+func diskSeconds(f func(d *nodefs.Filesystem) uint64) func(*nodefs.Filesystem) (float64, bool) {
+	return func(fs *nodefs.Filesystem) (float64, bool) { return cadvisorSeconds(f(fs)), true }
+}
+
+func usageValue(f func(u *nodefs.Usage) uint64) func(*nodefs.Filesystem) (float64, bool) {
+	return func(fs *nodefs.Filesystem) (float64, bool) {
+		if fs.Usage == nil {
+			return 0, false
+		}
+		return float64(f(fs.Usage)), true
+	}
 }
 
 // deviceFamilies are cAdvisor's names, help strings and types (google/cadvisor
-// metrics/prometheus.go, DiskIOMetrics) of the counters the cgroup's
-// block I/O files give, in name order.
+// metrics/prometheus.go, DiskIOMetrics and DiskUsageMetrics), in name order.
 var deviceFamilies = func() []deviceFamily {
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
 	fams := []deviceFamily{
-		{name: "container_blkio_device_usage_total", help: "Blkio Device bytes usage"},
-		{name: "container_fs_reads_bytes_total", help: "Cumulative count of bytes read", op: "Read"},
-		{name: "container_fs_reads_total", help: "Cumulative count of reads completed", ios: true, op: "Read"},
-		{name: "container_fs_writes_bytes_total", help: "Cumulative count of bytes written", op: "Write"},
-		{name: "container_fs_writes_total", help: "Cumulative count of writes completed", ios: true, op: "Write"},
+		{name: "container_blkio_device_usage_total", help: "Blkio Device bytes usage", kind: counter, blkio: true},
+		{name: "container_fs_inodes_free", help: "Number of available Inodes", kind: gauge,
+			fs: usageValue(func(u *nodefs.Usage) uint64 { return u.InodesFree })},
+		{name: "container_fs_inodes_total", help: "Number of Inodes", kind: gauge,
+			fs: usageValue(func(u *nodefs.Usage) uint64 { return u.Inodes })},
+		{name: "container_fs_io_current", help: "Number of I/Os currently in progress", kind: gauge,
+			fs: diskValue(func(f *nodefs.Filesystem) uint64 { return f.Disk.IOsInProgress })},
+		{name: "container_fs_io_time_seconds_total", help: "Cumulative count of seconds spent doing I/Os", kind: counter,
+			fs: diskSeconds(func(f *nodefs.Filesystem) uint64 { return f.Disk.IOsTotalTicks })},
+		{name: "container_fs_io_time_weighted_seconds_total", help: "Cumulative weighted I/O time in seconds", kind: counter,
+			fs: diskSeconds(func(f *nodefs.Filesystem) uint64 { return f.Disk.WeightedIOTicks })},
+		{name: "container_fs_limit_bytes", help: "Number of bytes that can be consumed by the container on this filesystem.", kind: gauge,
+			fs: usageValue(func(u *nodefs.Usage) uint64 { return u.Capacity })},
+		{name: "container_fs_read_seconds_total", help: "Cumulative count of seconds spent reading", kind: counter,
+			fs: diskSeconds(func(f *nodefs.Filesystem) uint64 { return f.Disk.ReadTicks })},
+		{name: "container_fs_reads_bytes_total", help: "Cumulative count of bytes read", kind: counter, blkio: true, op: "Read"},
+		{name: "container_fs_reads_merged_total", help: "Cumulative count of reads merged", kind: counter,
+			fs: diskValue(func(f *nodefs.Filesystem) uint64 { return f.Disk.ReadMerges })},
+		{name: "container_fs_reads_total", help: "Cumulative count of reads completed", kind: counter, blkio: true, ios: true, op: "Read",
+			fs: diskValue(func(f *nodefs.Filesystem) uint64 { return f.Disk.ReadIOs })},
+		{name: "container_fs_sector_reads_total", help: "Cumulative count of sector reads completed", kind: counter,
+			fs: diskValue(func(f *nodefs.Filesystem) uint64 { return f.Disk.ReadSectors })},
+		{name: "container_fs_sector_writes_total", help: "Cumulative count of sector writes completed", kind: counter,
+			fs: diskValue(func(f *nodefs.Filesystem) uint64 { return f.Disk.WriteSectors })},
+		{name: "container_fs_usage_bytes", help: "Number of bytes that are consumed by the container on this filesystem.", kind: gauge,
+			fs: usageValue((*nodefs.Usage).Used)},
+		{name: "container_fs_write_seconds_total", help: "Cumulative count of seconds spent writing", kind: counter,
+			fs: diskSeconds(func(f *nodefs.Filesystem) uint64 { return f.Disk.WriteTicks })},
+		{name: "container_fs_writes_bytes_total", help: "Cumulative count of bytes written", kind: counter, blkio: true, op: "Write"},
+		{name: "container_fs_writes_merged_total", help: "Cumulative count of writes merged", kind: counter,
+			fs: diskValue(func(f *nodefs.Filesystem) uint64 { return f.Disk.WriteMerges })},
+		{name: "container_fs_writes_total", help: "Cumulative count of writes completed", kind: counter, blkio: true, ios: true, op: "Write",
+			fs: diskValue(func(f *nodefs.Filesystem) uint64 { return f.Disk.WriteIOs })},
 	}
 	for i := range fams {
 		labels := append(append([]string{}, cadvisorLabels...), "device")
-		if fams[i].op == "" {
+		if fams[i].blkio && fams[i].op == "" {
 			labels = append(labels, "major", "minor", "operation")
 		}
 		fams[i].desc = prometheus.NewDesc(fams[i].name, fams[i].help, labels, nil)
@@ -50,53 +108,90 @@ func (f *deviceFamily) counts(d *cgstats.DeviceIO) []cgstats.OpCount {
 	return d.Bytes
 }
 
-// collectDevices sends a cgroup's block I/O series; labels are its
-// cAdvisor labels.
-func collectDevices(ch chan<- prometheus.Metric, at time.Time, devs []cgstats.DeviceIO, labels []string) {
+func (f *deviceFamily) typeName() string {
+	if f.kind == prometheus.CounterValue {
+		return "counter"
+	}
+	return "gauge"
+}
+
+// collectDevices sends a cgroup's block I/O series and, for the root, the
+// node's filesystems (fss, nil for any other cgroup); labels are the
+// cgroup's cAdvisor labels.
+func collectDevices(ch chan<- prometheus.Metric, at time.Time, devs []cgstats.DeviceIO, fss []nodefs.Filesystem, labels []string) {
+	send := func(f *deviceFamily, v float64, values ...string) {
+		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(f.desc, f.kind, v, values...))
+	}
 	for i := range deviceFamilies {
 		f := &deviceFamilies[i]
 		for j := range devs {
+			if !f.blkio {
+				break
+			}
 			d := &devs[j]
 			values := append(append(make([]string, 0, len(labels)+4), labels...), d.Device)
 			if f.op != "" {
 				// As cAdvisor: an operation the kernel did not list counts 0.
 				v, _ := cgstats.Op(f.counts(d), f.op)
-				ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(f.desc, prometheus.CounterValue, float64(v), values...))
+				send(f, float64(v), values...)
 				continue
 			}
 			major, minor := strconv.FormatUint(d.Major, 10), strconv.FormatUint(d.Minor, 10)
 			for _, c := range f.counts(d) {
-				ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(f.desc, prometheus.CounterValue, float64(c.Value),
-					append(values, major, minor, c.Op)...))
+				send(f, float64(c.Value), append(values, major, minor, c.Op)...)
+			}
+		}
+		for j := range fss {
+			if f.fs == nil {
+				break
+			}
+			if v, ok := f.fs(&fss[j]); ok {
+				send(f, v, append(append(make([]string, 0, len(labels)+1), labels...), fss[j].Device)...)
 			}
 		}
 	}
 }
 
-// writeDeviceText writes the block I/O families as WriteText writes the
-// others: labels in name order, the reading's timestamp. A family without
-// a series is left out, as a registry leaves it out.
-func writeDeviceText(bw *bufio.Writer, cgroups []cgroupLabels, stamp string) {
+// writeDeviceText writes the device families as WriteText writes the
+// others: labels in name order, the reading's timestamp; root are the root
+// cgroup's labels, which the node's filesystems fss carry. A family
+// without a series is left out, as a registry leaves it out.
+func writeDeviceText(bw *bufio.Writer, cgroups []cgroupLabels, root *cgroupLabels, fss []nodefs.Filesystem, stamp string) {
+	num := make([]byte, 0, 32)
 	for i := range deviceFamilies {
 		f := &deviceFamilies[i]
-		header := "# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " counter\n"
+		header := "# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.typeName() + "\n"
+		line := func(cg *cgroupLabels, device, devLabels, opLabel, value string) {
+			bw.WriteString(header)
+			header = ""
+			bw.WriteString(f.name + "{" + cg.container + `,device="` + escape(device) + `",` + cg.idImage + "," + devLabels +
+				cg.nameNamespace + "," + opLabel + cg.pod + "} " + value + stamp)
+		}
 		for k := range cgroups {
+			if !f.blkio {
+				break
+			}
 			cg := &cgroups[k]
 			for j := range cg.sample.BlkIO {
 				d := &cg.sample.BlkIO[j]
-				bw.WriteString(header)
-				header = ""
-				head := f.name + "{" + cg.container + `,device="` + escape(d.Device) + `",` + cg.idImage + ","
 				if f.op != "" {
 					v, _ := cgstats.Op(f.counts(d), f.op)
-					bw.WriteString(head + cg.nameNamespace + "," + cg.pod + "} " + strconv.FormatUint(v, 10) + stamp)
+					line(cg, d.Device, "", "", strconv.FormatUint(v, 10))
 					continue
 				}
 				devLabels := `major="` + strconv.FormatUint(d.Major, 10) + `",minor="` + strconv.FormatUint(d.Minor, 10) + `",`
 				for _, c := range f.counts(d) {
-					bw.WriteString(head + devLabels + cg.nameNamespace + `,operation="` + escape(c.Op) + `",` + cg.pod + "} " +
-						strconv.FormatUint(c.Value, 10) + stamp)
+					line(cg, d.Device, devLabels, `operation="`+escape(c.Op)+`",`, strconv.FormatUint(c.Value, 10))
 				}
+			}
+		}
+		for j := range fss {
+			if f.fs == nil {
+				break
+			}
+			if v, ok := f.fs(&fss[j]); ok {
+				num = strconv.AppendFloat(num[:0], v, 'g', -1, 64)
+				line(root, fss[j].Device, "", "", string(num))
 			}
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/machine"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/netdev"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/nodefs"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
 )
@@ -34,6 +35,7 @@ const (
 	ReasonStateRecord = "state_record"    // a shared-state record was broken
 	ReasonResctrl     = "resctrl_read"    // a resctrl monitoring group was unreadable
 	ReasonNetwork     = "network_read"    // a /proc/<pid>/net/dev was unreadable or malformed
+	ReasonFilesystem  = "filesystem_read" // a node filesystem's statfs or /proc/diskstats failed
 )
 
 // Options tune the collection.
@@ -55,6 +57,9 @@ type Options struct {
 	// Proc is the host's /proc, where the node's (pid 1) and the pod
 	// sandboxes' network counters are read; empty: none are.
 	Proc string
+	// Filesystems reads the node's filesystems (the root cgroup's
+	// container_fs_* series); nil: none are read.
+	Filesystems *nodefs.Reader
 	// Machine is the node's machine info, read at start; nil: it could not
 	// be read (machine_scrape_error is 1). Version is the node's kernel and
 	// OS; nil: no cadvisor_version_info.
@@ -75,6 +80,8 @@ type Snapshot struct {
 	// Network is the node's interfaces (those of pid 1's network
 	// namespace); nil if unread.
 	Network []netdev.Interface
+	// Filesystems are the node's filesystems; nil if unread.
+	Filesystems []nodefs.Filesystem
 	// SandboxContainer is the container label of the sandboxes' series:
 	// what cAdvisor's handler of the runtime gives it.
 	SandboxContainer string
@@ -139,7 +146,7 @@ func New(inv *inventory.Inventory, reader *cgstats.Reader, opts Options, namespa
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "collection_errors_total",
-			Help:      "Failures while collecting stats, by reason: cgroup_vanished, cgroup_read, cgroup_path, state_record, resctrl_read, network_read. The scrape goes on without the failed part.",
+			Help:      "Failures while collecting stats, by reason: cgroup_vanished, cgroup_read, cgroup_path, state_record, resctrl_read, network_read, filesystem_read. The scrape goes on without the failed part.",
 		}, []string{"reason"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace,
@@ -148,7 +155,7 @@ func New(inv *inventory.Inventory, reader *cgstats.Reader, opts Options, namespa
 			Buckets:   []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
-	for _, r := range []string{ReasonVanished, ReasonRead, ReasonPath, ReasonStateRecord, ReasonResctrl, ReasonNetwork} {
+	for _, r := range []string{ReasonVanished, ReasonRead, ReasonPath, ReasonStateRecord, ReasonResctrl, ReasonNetwork, ReasonFilesystem} {
 		c.errors.WithLabelValues(r) // export zeros, so that rates work from the start
 	}
 	if opts.SharedDir != "" {
@@ -315,6 +322,13 @@ func (c *Collector) take() *Snapshot {
 	})
 	if c.opts.Resctrl != nil {
 		c.readResctrl(s)
+	}
+	if c.opts.Filesystems != nil {
+		var err error
+		if s.Filesystems, err = c.opts.Filesystems.Read(); err != nil {
+			c.errors.WithLabelValues(ReasonFilesystem).Inc()
+			c.log.WithError(err).Debug("reading part of the node's filesystems failed")
+		}
 	}
 	if c.suite != nil {
 		var errs []error

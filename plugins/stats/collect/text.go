@@ -75,6 +75,15 @@ type cgroupLabels struct {
 	seen                                   float64 // the reading's time, in whole seconds
 }
 
+func labelsOf(container, id, image, name, namespace, pod string) cgroupLabels {
+	return cgroupLabels{
+		container:     `container="` + escape(container) + `"`,
+		idImage:       `id="` + escape(id) + `",image="` + escape(image) + `"`,
+		nameNamespace: `name="` + escape(name) + `",namespace="` + escape(namespace) + `"`,
+		pod:           `pod="` + escape(pod) + `"`,
+	}
+}
+
 // WriteText writes the metrics of the current snapshot in the text
 // exposition format, the same series and values as Collect, without the
 // registry's per-sample allocations: this is what serves /metrics/cadvisor,
@@ -87,14 +96,11 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 		if s == nil {
 			return
 		}
-		cgroups = append(cgroups, cgroupLabels{
-			container:     `container="` + escape(container) + `"`,
-			idImage:       `id="` + escape(id) + `",image="` + escape(image) + `"`,
-			nameNamespace: `name="` + escape(name) + `",namespace="` + escape(namespace) + `"`,
-			pod:           `pod="` + escape(pod) + `"`,
-			sample:        s, started: started, created: created, seen: seen,
-		})
+		cg := labelsOf(container, id, image, name, namespace, pod)
+		cg.sample, cg.started, cg.created, cg.seen = s, started, created, seen
+		cgroups = append(cgroups, cg)
 	}
+	root := labelsOf("", "/", "", "", "", "")
 	add(snap.Node, 0, 0, "", "/", "", "", "", "")
 	for _, p := range snap.Pods {
 		add(p.Sample, 0, 0, "", p.Cgroup, "", "", p.Namespace, p.Name)
@@ -144,7 +150,7 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 			}
 		}
 	}
-	writeDeviceText(bw, cgroups, stamp)
+	writeDeviceText(bw, cgroups, &root, snap.Filesystems, stamp)
 	writeResctrlText(bw, snap, stamp)
 	writeNetworkText(bw, snap, stamp)
 	bw.WriteString("# HELP " + scrapeErrorName + " " + scrapeErrorHelp + "\n# TYPE " + scrapeErrorName + " gauge\n" + scrapeErrorName + " ")

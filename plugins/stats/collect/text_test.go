@@ -49,6 +49,7 @@ func TestWriteTextMatchesCollect(t *testing.T) {
 	writeBlkioV1(t, n.root, "/kubepods/pod2")
 	writeBlkioV1(t, n.root, "/kubepods/pod2/c2")
 	withNetwork(t, n) // the node's network and sb1's; sb2 shares sb1's pid
+	withFilesystems(t, n, "/")
 
 	n.c.opts.Machine = &machine.Info{Cores: 2, DIMMs: map[string]machine.DIMMs{"DDR4": {Count: 1}, "DDR5": {Count: 2}}, MachineID: `m"id`}
 	n.c.opts.Version = &machine.Version{Kernel: "6.8", OS: "Linux"}

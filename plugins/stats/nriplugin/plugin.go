@@ -19,6 +19,7 @@ import (
 	"github.com/nri-suite/nri-suite/plugins/stats/config"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/cgstats"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/machine"
+	"github.com/nri-suite/nri-suite/plugins/stats/internal/nodefs"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/resctrl"
 	"github.com/nri-suite/nri-suite/plugins/stats/internal/server"
 	"github.com/nri-suite/nri-suite/plugins/stats/inventory"
@@ -45,6 +46,10 @@ type Options struct {
 	// read from <pid>/net/dev there, and the open files of the cgroups'
 	// processes counted in <pid>/fd; empty: neither is.
 	Proc string
+	// HostRoot is where the host's root filesystem is seen, with its
+	// mounts: the node's filesystems' usage is read there (statfs); empty:
+	// only their disks' counters are served.
+	HostRoot string
 	// Machine is where the node's machine info is read, at start.
 	Machine machine.Paths
 	// Server is the stats endpoints' listener.
@@ -55,7 +60,7 @@ type Options struct {
 // plugin runs on the host, the stats listener on loopback.
 func DefaultOptions() Options {
 	return Options{CgroupRoot: cgstats.DefaultRoot, ProcSwaps: "/proc/swaps", ProcMeminfo: cgstats.DefaultMeminfo,
-		SysBlock: cgstats.DefaultSysBlock, ResctrlRoot: resctrl.DefaultRoot, Proc: "/proc",
+		SysBlock: cgstats.DefaultSysBlock, ResctrlRoot: resctrl.DefaultRoot, Proc: "/proc", HostRoot: "/",
 		Machine: machine.Paths{Sys: machine.DefaultSys, Proc: machine.DefaultProc, Etc: machine.DefaultEtc},
 		Server:  server.Options{Addr: server.DefaultAddr, Auth: endpointauth.Options{Listener: server.Listener}, CAdvisor: true}}
 }
@@ -97,12 +102,18 @@ func New(deps plugin.Deps, opts Options) (*Plugin, error) {
 	if err := plugin.CheckAbsPath("--host-etc", opts.Machine.Etc); err != nil {
 		return nil, fmt.Errorf("create stats plugin: %w", err)
 	}
+	if opts.HostRoot != "" {
+		if err := plugin.CheckAbsPath("--host-root", opts.HostRoot); err != nil {
+			return nil, fmt.Errorf("create stats plugin: %w", err)
+		}
+	}
 	p := &Plugin{log: deps.Log, inv: inventory.New()}
 	copts := collect.DefaultOptions()
 	copts.SharedDir = deps.SharedDir
 	copts.Resctrl = resctrl.NewReader(opts.ResctrlRoot)
 	copts.Proc = opts.Proc
 	copts.Machine, copts.Version = readMachine(opts.Machine, deps.Log)
+	copts.Filesystems = readFilesystems(opts, deps.Log)
 	if p.collector, err = collect.New(p.inv, reader, copts, deps.MetricsNamespace, deps.Log); err != nil {
 		return nil, err
 	}
@@ -232,4 +243,24 @@ func readMachine(paths machine.Paths, log *logrus.Entry) (*machine.Info, *machin
 	log.WithFields(logrus.Fields{"cores": info.Cores, "memory_bytes": info.MemoryBytes, "machine_id": info.MachineID,
 		"system_uuid": info.SystemUUID, "boot_id": info.BootID, "kernel": version.Kernel, "os": version.OS}).Info("machine info read")
 	return info, &version
+}
+
+// readFilesystems lists the node's filesystems once, as the kubelet's
+// cAdvisor does when it starts; nil (no container_fs_* series of the
+// root) without the host's /proc.
+func readFilesystems(opts Options, log *logrus.Entry) *nodefs.Reader {
+	if opts.Proc == "" {
+		return nil
+	}
+	r, err := nodefs.NewReader(nodefs.Paths{Proc: opts.Proc, Sys: opts.Machine.Sys, HostRoot: opts.HostRoot})
+	if err != nil {
+		log.WithError(err).Warn("no container_fs_* metrics of the node's filesystems")
+		return nil
+	}
+	devices := make([]string, 0, len(r.Partitions()))
+	for _, p := range r.Partitions() {
+		devices = append(devices, p.Device)
+	}
+	log.WithFields(logrus.Fields{"filesystems": devices, "usage_read": opts.HostRoot != ""}).Info("node filesystems listed")
+	return r
 }
