@@ -340,7 +340,12 @@ func scrapes(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		}
 		return nil
 	}))
-	assert.Contains(t, ok("/metrics/cadvisor", token(ctx, t, sb, reader)), "container_cpu_usage_seconds_total{")
+	cadvisor := ok("/metrics/cadvisor", token(ctx, t, sb, reader))
+	assert.Contains(t, cadvisor, "container_cpu_usage_seconds_total{")
+	// The node's disks from the pod (the host's mountinfo through the
+	// host's PID namespace); their usage only with hostFilesystems.
+	assert.Regexp(t, `container_fs_sector_reads_total\{container="",device="/dev/[^"]+",id="/"`, cadvisor)
+	assert.NotContains(t, cadvisor, "container_fs_usage_bytes{", "the chart's default mounts no host root")
 	assert.Contains(t, ok("/stats/pods", token(ctx, t, sb, reader)), `"pods"`)
 	assert.Contains(t, ok("/metrics", forgeToken(t, saKey, reader, time.Hour)), "nri_suite_stats_containers",
 		"a token signed with the cluster's key, as the API server signs them, is accepted")
