@@ -449,6 +449,26 @@ container_fs_writes_total{` + loop + `,` + rest + `,pod="web"} 0 1700000000000
 	}
 }
 
+// blk-iocost's counters of io.stat, in seconds, for the device that has
+// them only.
+func TestIOCostMetrics(t *testing.T) {
+	n := newNodeOn(t, writeV2)
+	writeFile(t, n.root, path.Join(ctrCgroup, "io.stat"),
+		"8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0 cost.vrate=100.00 cost.usage=1500000 cost.wait=250000 cost.indebt=3 cost.indelay=4\n"+
+			"7:0 rbytes=512 wbytes=0 rios=1 wios=0 dbytes=0 dios=0")
+	const labels = `{container="app",device="/dev/sda",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"}`
+	want := ""
+	for _, c := range []struct{ name, help, value string }{
+		{"indebt", "debt", "3e-06"}, {"indelay", "delay", "4e-06"}, {"usage", "usage", "1.5"}, {"wait", "wait", "0.25"},
+	} {
+		name := "container_fs_io_cost_" + c.name + "_seconds_total"
+		want += "# HELP " + name + " Cumulative IOCost " + c.help + " in seconds\n# TYPE " + name + " counter\n" +
+			name + labels + " " + c.value + " 1700000000000\n"
+	}
+	assertCAdvisor(t, n, want, "container_fs_io_cost_indebt_seconds_total", "container_fs_io_cost_indelay_seconds_total",
+		"container_fs_io_cost_usage_seconds_total", "container_fs_io_cost_wait_seconds_total")
+}
+
 // container_spec_memory_{swap,reservation}_limit_bytes come with the
 // memory limit, and container_last_seen is on every cgroup served, with
 // the reading's time.

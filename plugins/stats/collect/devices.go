@@ -20,11 +20,14 @@ type deviceFamily struct {
 	kind       prometheus.ValueType
 	desc       *prometheus.Desc
 	// blkio: the family has the cgroups' block I/O. ios: it counts
-	// operations, else bytes. op is the one operation counted; "": every
-	// operation, with the major, minor and operation labels
+	// operations, else bytes. op is the one operation counted; "" (and no
+	// cost): every operation, with the major, minor and operation labels
 	// (container_blkio_device_usage_total).
 	blkio, ios bool
 	op         string
+	// cost is a blk-iocost counter of the device, in microseconds, served
+	// in seconds where the device has iocost; nil: the family counts op.
+	cost func(c *cgstats.IOCost) uint64
 	// fs is a filesystem's value, and whether it has one; nil: the family
 	// has no filesystem series.
 	fs func(f *nodefs.Filesystem) (float64, bool)
@@ -62,6 +65,14 @@ var deviceFamilies = func() []deviceFamily {
 			fs: usageValue(func(u *nodefs.Usage) uint64 { return u.InodesFree })},
 		{name: "container_fs_inodes_total", help: "Number of Inodes", kind: gauge,
 			fs: usageValue(func(u *nodefs.Usage) uint64 { return u.Inodes })},
+		{name: "container_fs_io_cost_indebt_seconds_total", help: "Cumulative IOCost debt in seconds", kind: counter, blkio: true,
+			cost: func(c *cgstats.IOCost) uint64 { return c.IndebtUsec }},
+		{name: "container_fs_io_cost_indelay_seconds_total", help: "Cumulative IOCost delay in seconds", kind: counter, blkio: true,
+			cost: func(c *cgstats.IOCost) uint64 { return c.IndelayUsec }},
+		{name: "container_fs_io_cost_usage_seconds_total", help: "Cumulative IOCost usage in seconds", kind: counter, blkio: true,
+			cost: func(c *cgstats.IOCost) uint64 { return c.UsageUsec }},
+		{name: "container_fs_io_cost_wait_seconds_total", help: "Cumulative IOCost wait in seconds", kind: counter, blkio: true,
+			cost: func(c *cgstats.IOCost) uint64 { return c.WaitUsec }},
 		{name: "container_fs_io_current", help: "Number of I/Os currently in progress", kind: gauge,
 			fs: diskValue(func(f *nodefs.Filesystem) uint64 { return f.Disk.IOsInProgress })},
 		{name: "container_fs_io_time_seconds_total", help: "Cumulative count of seconds spent doing I/Os", kind: counter,
@@ -93,13 +104,31 @@ var deviceFamilies = func() []deviceFamily {
 	}
 	for i := range fams {
 		labels := append(append([]string{}, cadvisorLabels...), "device")
-		if fams[i].blkio && fams[i].op == "" {
+		if fams[i].blkio && fams[i].op == "" && fams[i].cost == nil {
 			labels = append(labels, "major", "minor", "operation")
 		}
 		fams[i].desc = prometheus.NewDesc(fams[i].name, fams[i].help, labels, nil)
 	}
 	return fams
 }()
+
+// one is the family's single value of a device's block I/O, and whether
+// it has one: its operation's count (0 where the kernel did not list the
+// operation, as in cAdvisor) or its iocost counter; false for
+// container_blkio_device_usage_total, which has a series per operation.
+func (f *deviceFamily) one(d *cgstats.DeviceIO) (v float64, single, ok bool) {
+	switch {
+	case f.cost != nil:
+		if d.Cost == nil {
+			return 0, true, false
+		}
+		return usecSeconds(f.cost(d.Cost)), true, true
+	case f.op != "":
+		n, _ := cgstats.Op(f.counts(d), f.op)
+		return float64(n), true, true
+	}
+	return 0, false, false
+}
 
 func (f *deviceFamily) counts(d *cgstats.DeviceIO) []cgstats.OpCount {
 	if f.ios {
@@ -130,10 +159,10 @@ func collectDevices(ch chan<- prometheus.Metric, at time.Time, devs []cgstats.De
 			}
 			d := &devs[j]
 			values := append(append(make([]string, 0, len(labels)+4), labels...), d.Device)
-			if f.op != "" {
-				// As cAdvisor: an operation the kernel did not list counts 0.
-				v, _ := cgstats.Op(f.counts(d), f.op)
-				send(f, float64(v), values...)
+			if v, single, ok := f.one(d); single {
+				if ok {
+					send(f, v, values...)
+				}
 				continue
 			}
 			major, minor := strconv.FormatUint(d.Major, 10), strconv.FormatUint(d.Minor, 10)
@@ -174,9 +203,11 @@ func writeDeviceText(bw *bufio.Writer, cgroups []cgroupLabels, root *cgroupLabel
 			cg := &cgroups[k]
 			for j := range cg.sample.BlkIO {
 				d := &cg.sample.BlkIO[j]
-				if f.op != "" {
-					v, _ := cgstats.Op(f.counts(d), f.op)
-					line(cg, d.Device, "", "", strconv.FormatUint(v, 10))
+				if v, single, ok := f.one(d); single {
+					if ok {
+						num = strconv.AppendFloat(num[:0], v, 'g', -1, 64)
+						line(cg, d.Device, "", "", string(num))
+					}
 					continue
 				}
 				devLabels := `major="` + strconv.FormatUint(d.Major, 10) + `",minor="` + strconv.FormatUint(d.Minor, 10) + `",`

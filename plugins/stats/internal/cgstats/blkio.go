@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	v2stats "github.com/containerd/cgroups/v3/cgroup2/stats"
 )
 
 // v1BlkIOFiles are the pairs of (operations, bytes) files cAdvisor's stats
@@ -96,22 +94,65 @@ func device(devs *[]DeviceIO, major, minor uint64) *DeviceIO {
 	return &(*devs)[len(*devs)-1]
 }
 
-// v2BlkIO turns io.stat's entries into cAdvisor's v1 terms, as runc's
-// fs2 does: rbytes and wbytes are the Read and Write bytes, rios and wios
-// the operations.
-func v2BlkIO(entries []*v2stats.IOEntry) []DeviceIO {
-	if len(entries) == 0 {
-		return nil
+// ParseIOStat reads a v2 io.stat ("8:0 rbytes=4096 wbytes=0 rios=1
+// wios=0 dbytes=0 dios=0 cost.usage=…", a line per device) in cAdvisor's
+// v1 terms, as runc's fs2 does: rbytes and wbytes are the Read and Write
+// bytes, rios and wios the operations; and blk-iocost's cost.usage,
+// cost.wait, cost.indebt and cost.indelay where the kernel has them.
+// The containerd cgroups library's reader drops the cost keys. Other keys
+// (dbytes, cost.vrate) are skipped, whatever their values.
+func ParseIOStat(data []byte) ([]DeviceIO, error) {
+	var devs []DeviceIO
+	for line := range bytes.Lines(data) {
+		fields := strings.Fields(string(line))
+		if len(fields) == 0 {
+			continue
+		}
+		maj, min, ok := strings.Cut(fields[0], ":")
+		major, err1 := strconv.ParseUint(maj, 10, 64)
+		minor, err2 := strconv.ParseUint(min, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("line %q: %q, expected <major>:<minor>", line, fields[0])
+		}
+		d := DeviceIO{Major: major, Minor: minor}
+		var bytes, ios [2]uint64 // Read, Write
+		var cost IOCost
+		counters := map[string]*uint64{"rbytes": &bytes[0], "wbytes": &bytes[1], "rios": &ios[0], "wios": &ios[1],
+			"cost.usage": &cost.UsageUsec, "cost.wait": &cost.WaitUsec, "cost.indebt": &cost.IndebtUsec, "cost.indelay": &cost.IndelayUsec}
+		for _, kv := range fields[1:] {
+			key, value, _ := strings.Cut(kv, "=")
+			dst, ok := counters[key]
+			if !ok {
+				continue
+			}
+			v, err := strconv.ParseUint(value, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("line %q: %s=%q, expected a count", line, key, value)
+			}
+			*dst = v
+			if strings.HasPrefix(key, "cost.") {
+				d.Cost = &cost
+			}
+		}
+		d.Bytes = []OpCount{{"Read", bytes[0]}, {"Write", bytes[1]}}
+		d.IOs = []OpCount{{"Read", ios[0]}, {"Write", ios[1]}}
+		devs = append(devs, d)
 	}
-	devs := make([]DeviceIO, 0, len(entries))
-	for _, e := range entries {
-		devs = append(devs, DeviceIO{
-			Major: e.Major, Minor: e.Minor,
-			Bytes: []OpCount{{"Read", e.Rbytes}, {"Write", e.Wbytes}},
-			IOs:   []OpCount{{"Read", e.Rios}, {"Write", e.Wios}},
-		})
+	return devs, nil
+}
+
+// readV2IOStat reads the io.stat of a v2 cgroup dir.
+func readV2IOStat(dir string) ([]DeviceIO, error) {
+	path := filepath.Join(dir, "io.stat")
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
 	}
-	return devs
+	devs, err := ParseIOStat(data)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return devs, nil
 }
 
 // DefaultSysBlock is where the kernel lists the node's block devices.

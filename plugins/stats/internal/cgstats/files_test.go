@@ -207,3 +207,43 @@ func TestCountProcs(t *testing.T) {
 		})
 	}
 }
+
+func TestParseIOStat(t *testing.T) {
+	got, err := ParseIOStat([]byte("8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0 cost.vrate=100.00 cost.usage=1500 cost.wait=20 cost.indebt=3 cost.indelay=4\n" +
+		"7:0 rbytes=512 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []DeviceIO{
+		{Major: 8, Minor: 0, Bytes: []OpCount{{"Read", 4096}, {"Write", 8192}}, IOs: []OpCount{{"Read", 1}, {"Write", 2}},
+			Cost: &IOCost{UsageUsec: 1500, WaitUsec: 20, IndebtUsec: 3, IndelayUsec: 4}},
+		{Major: 7, Minor: 0, Bytes: []OpCount{{"Read", 512}, {"Write", 0}}, IOs: []OpCount{{"Read", 1}, {"Write", 0}}},
+	}, got, "a float cost.vrate is skipped; a device without iocost has no cost")
+
+	for in, want := range map[string]string{
+		"8 rbytes=1\n":       `"8", expected <major>:<minor>`,
+		"8:x rbytes=1\n":     `expected <major>:<minor>`,
+		"8:0 rbytes=-1\n":    `rbytes="-1", expected a count`,
+		"8:0 cost.wait=1.5":  `cost.wait="1.5", expected a count`,
+		"8:0 rios\n":         `rios="", expected a count`,
+		"rbytes=1 wbytes=2 ": `expected <major>:<minor>`,
+	} {
+		_, err := ParseIOStat([]byte(in))
+		assert.ErrorContains(t, err, want, "%q", in)
+	}
+}
+
+func FuzzParseIOStat(f *testing.F) {
+	f.Add([]byte("8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0 cost.vrate=100.00 cost.usage=1500 cost.wait=20 cost.indebt=3 cost.indelay=4\n"))
+	f.Add([]byte("7:0 rbytes=512\n\n8:16 wios=3"))
+	f.Add([]byte("8:0 rbytes=x"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		devs, err := ParseIOStat(data)
+		if err != nil && devs != nil {
+			t.Fatalf("error %v with devices %+v", err, devs)
+		}
+		for _, d := range devs {
+			if len(d.Bytes) != 2 || len(d.IOs) != 2 {
+				t.Fatalf("device %d:%d without its Read and Write counts: %+v", d.Major, d.Minor, d)
+			}
+		}
+	})
+}

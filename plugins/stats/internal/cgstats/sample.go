@@ -122,6 +122,15 @@ type DeviceIO struct {
 	// empty for other devices (loop, ram, sr).
 	Device     string
 	Bytes, IOs []OpCount
+	// Cost is what blk-iocost charged the cgroup on the device (v2 only);
+	// nil where the device has no iocost.
+	Cost *IOCost
+}
+
+// IOCost are v2 io.stat's blk-iocost counters, in microseconds: cost.usage,
+// cost.wait, cost.indebt and cost.indelay.
+type IOCost struct {
+	UsageUsec, WaitUsec, IndebtUsec, IndelayUsec uint64
 }
 
 // OpCount is one kind of operation and its cumulative count.

@@ -48,14 +48,15 @@ func readV2(mount, name string, s *Sample, spec bool, meminfo, proc string) erro
 		s.Pressure.CPU = psi(st.CPU.PSI)
 	}
 	// io.stat exists where the io controller is enabled, io.pressure
-	// wherever PSI is on: either is worth the reading.
-	ioFile := "io.stat"
-	if !exists(filepath.Join(dir, ioFile)) {
-		ioFile = "io.pressure"
+	// wherever PSI is on; read by the plugin, which keeps io.stat's cost
+	// keys.
+	if devs, err := readV2IOStat(dir); err == nil {
+		s.BlkIO = devs
+	} else if err = vanished(dir, err); !notExist(err) {
+		errs = append(errs, fmt.Errorf("io: %w", err))
 	}
-	if st := stat("io", ioFile, cgroup2.StatIO); st != nil && st.Io != nil {
-		s.Pressure.IO = psi(st.Io.PSI)
-		s.BlkIO = v2BlkIO(st.Io.Usage)
+	if err := readPSIFile(filepath.Join(dir, "io.pressure"), &s.Pressure.IO); err != nil {
+		errs = append(errs, fmt.Errorf("io: %w", vanished(dir, err)))
 	}
 
 	if meminfo != "" && filepath.Clean(dir) == filepath.Clean(mount) && !exists(filepath.Join(dir, "memory.current")) {
