@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -158,6 +159,25 @@ func testRealNode(t *testing.T, v sandbox.Variant) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("SwapLimit", func(t *testing.T) {
+		// The kubelet's NoSwap on v1 sets memory.memsw.limit_in_bytes to the
+		// memory limit where swap is accounted: a finite limit for the oom
+		// container alone, which /metrics/resource serves, as the kubelet
+		// whose cAdvisor sees the containers. (The sandbox's kubelet, whose
+		// cAdvisor sees them as raw cgroups, serves CRI's swap, 0, for
+		// every container.)
+		memsw := filepath.Join(cgstats.DefaultRoot, "memory", "memory.memsw.limit_in_bytes")
+		if _, err := os.Stat(memsw); err != nil {
+			t.Skipf("no v1 swap accounting on this host: %v", err)
+		}
+		m := n.ours(t, "/metrics/resource")["container_swap_limit_bytes"]
+		o, ok := find(m, map[string]string{"pod": oom.pod, "container": "main"})
+		require.True(t, ok, "the oom container's container_swap_limit_bytes")
+		assert.Equal(t, float64(32<<20), o.value, "memory plus swap: the memory limit")
+		_, ok = find(m, map[string]string{"pod": burner.pod})
+		assert.False(t, ok, "the burner's swap is unlimited")
 	})
 
 	t.Run("AgreesWithTheKubelet", func(t *testing.T) {
@@ -481,6 +501,8 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 		{"container_memory_events_max_total", true, nil},
 		{"container_memory_pgscan_total", true, nil},
 		{"container_memory_pgsteal_total", true, nil},
+		{"container_memory_workingset_refault_anon_total", true, nil},
+		{"container_memory_workingset_refault_file_total", true, nil},
 	} {
 		match := map[string]string{"id": hog.cgroup}
 		maps.Copy(match, c.match)
@@ -510,6 +532,7 @@ func (n *realNode) compareWithKubelet(t *testing.T, burner, hog podContainer) {
 
 	n.compareMachine(t, kubeletScrape, ourScrape, hog)
 	compareFilesystems(t, kubeletScrape, ourScrape)
+	compareRawCgroups(t, kubeletScrape, ourScrape, burner, hog)
 
 	// Both read the node.
 	for what, scrape := range map[string]map[string]*dto.MetricFamily{"kubelet": kubeletScrape, "plugin": ourScrape} {
@@ -540,6 +563,8 @@ var kubeletFamiliesServed = map[string][]string{
 		"container_memory_file_dirty_bytes", "container_memory_file_writeback_bytes", "container_memory_pgscan_total",
 		"container_memory_pgsteal_total", "container_scrape_error", "container_file_descriptors", "container_sockets",
 		"container_ulimits_soft", "container_creation_time_seconds", "container_health_state", "cadvisor_version_info",
+		"container_memory_workingset_refault_anon_total", "container_memory_workingset_refault_file_total", "container_processes",
+		"container_threads", "container_start_time_seconds",
 		"machine_cpu_cores", "machine_cpu_physical_cores", "machine_cpu_sockets", "machine_cpu_books", "machine_cpu_drawers",
 		"machine_memory_bytes", "machine_swap_bytes", "machine_dimm_count", "machine_dimm_capacity_bytes", "machine_nvm_capacity",
 		"machine_nvm_avg_power_budget_watts", "machine_scrape_error",
@@ -679,6 +704,60 @@ func documentedDropRule(t *testing.T) *regexp.Regexp {
 	}
 	require.Equal(t, rules[0], rules[1], "the README's and docs/install.md's drop rules")
 	return regexp.MustCompile("^(?:" + rules[0] + ")$")
+}
+
+// compareRawCgroups checks what cAdvisor serves for the cgroups it sees
+// as raw ones, the root and the pods: the root's processes (those directly
+// in it, which come and go: within 10%, and 5) and threads (0: cAdvisor
+// reads no pids.current there), its open files and sockets served, its
+// refaults at or above the kubelet's earlier reading and within 5%; the
+// root's and the pods' start and creation times equal (their
+// directories', in whole seconds); the containers' start times in whole
+// seconds.
+func compareRawCgroups(t *testing.T, kubelet, ours map[string]*dto.MetricFamily, burner, hog podContainer) {
+	t.Helper()
+	root := map[string]string{"id": "/"}
+	for _, c := range []struct {
+		family  string
+		counter bool
+		delta   func(k float64) float64
+	}{
+		{"container_processes", false, func(k float64) float64 { return max(5, 0.1*k) }},
+		{"container_threads", false, func(float64) float64 { return 0 }},
+		{"container_file_descriptors", false, nil},
+		{"container_sockets", false, nil},
+		{"container_memory_workingset_refault_anon_total", true, func(k float64) float64 { return 0.05*k + 64 }},
+		{"container_memory_workingset_refault_file_total", true, func(k float64) float64 { return 0.05*k + 64 }},
+	} {
+		k, ok := find(kubelet[c.family], root)
+		require.True(t, ok, "the kubelet serves the root's %s", c.family)
+		o, ok := find(ours[c.family], root)
+		require.True(t, ok, "the plugin serves the root's %s", c.family)
+		t.Logf("%s of the root: kubelet %.0f, plugin %.0f", c.family, k.value, o.value)
+		if c.counter {
+			assert.GreaterOrEqual(t, o.value, k.value, "the root's %s: read later", c.family)
+		}
+		if c.delta != nil {
+			assert.InDelta(t, k.value, o.value, c.delta(k.value), "the root's %s", c.family)
+		}
+	}
+	cgroups := []string{"/"}
+	for _, pod := range []podContainer{burner, hog} {
+		cgroups = append(cgroups, pod.cgroup[:strings.LastIndex(pod.cgroup, "/")])
+	}
+	for _, family := range []string{"container_start_time_seconds", "container_creation_time_seconds"} {
+		for _, id := range cgroups {
+			k, ok := find(kubelet[family], map[string]string{"id": id})
+			require.True(t, ok, "the kubelet serves %s of %s", family, id)
+			o, ok := find(ours[family], map[string]string{"id": id})
+			require.True(t, ok, "the plugin serves %s of %s", family, id)
+			t.Logf("%s of %s: kubelet %.0f, plugin %.0f", family, id, k.value, o.value)
+			assert.Equal(t, k.value, o.value, "%s of %s", family, id)
+		}
+		o, ok := find(ours[family], map[string]string{"id": hog.cgroup})
+		require.True(t, ok, "the plugin serves the hog's %s", family)
+		assert.Equal(t, math.Trunc(o.value), o.value, "the hog's %s in whole seconds", family)
+	}
 }
 
 // find returns the series of mf whose labels include match.

@@ -172,6 +172,10 @@ var cadvisorSeries = append([]series{
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.Pgscan })},
 	{name: "container_memory_pgsteal_total", help: "Cumulative number of pages reclaimed by the page reclaim algorithm.", kind: prometheus.CounterValue,
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.Pgsteal })},
+	{name: "container_memory_workingset_refault_anon_total", help: "Cumulative number of refaults of previously evicted anonymous pages.", kind: prometheus.CounterValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.Refaults.Anon })},
+	{name: "container_memory_workingset_refault_file_total", help: "Cumulative number of refaults of previously evicted file pages.", kind: prometheus.CounterValue,
+		value: memValue(func(m *cgstats.Memory) uint64 { return m.Refaults.File })},
 	{name: "container_oom_events_total", help: "Count of out of memory events observed for the container", kind: prometheus.CounterValue,
 		value: memValue(func(m *cgstats.Memory) uint64 { return m.OOMKills })},
 	// cAdvisor's is -1 for a container without a (Docker) health check:
@@ -225,10 +229,13 @@ var cadvisorSeries = append([]series{
 }, memoryFailures()...)
 
 const (
-	startTimeName = "container_start_time_seconds"
-	startTimeHelp = "Start time of the container since unix epoch in seconds."
-	// cAdvisor's container_creation_time_seconds is the runtime's creation
-	// time (its containerd and CRI-O handlers'), in whole seconds.
+	// cAdvisor's container_start_time_seconds and
+	// container_creation_time_seconds are in whole seconds: a container's
+	// start and the runtime's creation time (its containerd and CRI-O
+	// handlers'), a raw cgroup's (the root's, a pod's) both the time of
+	// its directories (cgstats.Reader.Created).
+	startTimeName    = "container_start_time_seconds"
+	startTimeHelp    = "Start time of the container since unix epoch in seconds."
 	creationTimeName = "container_creation_time_seconds"
 	creationTimeHelp = "Container creation time since unix epoch in seconds."
 	// cAdvisor's container_last_seen is the time of its scrape; here, of
@@ -321,11 +328,16 @@ func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
 	snap := m.c.Snapshot()
 	// Label values in cadvisorLabels order: container, id, image, name, namespace, pod.
 	root := []string{"", "/", "", "", "", ""}
-	m.emit(ch, snap.Time, snap.Node, root)
+	if n := snap.Node; n != nil {
+		m.emit(ch, snap.Time, n, root)
+		collectTimes(ch, n.Created, n.Created, root)
+	}
 	collectDevices(ch, snap.Time, nil, snap.Filesystems, root)
 	for _, p := range snap.Pods {
 		if p.Sample != nil {
-			m.emit(ch, snap.Time, p.Sample, []string{"", p.Cgroup, "", "", p.Namespace, p.Name})
+			labels := []string{"", p.Cgroup, "", "", p.Namespace, p.Name}
+			m.emit(ch, snap.Time, p.Sample, labels)
+			collectTimes(ch, p.Sample.Created, p.Sample.Created, labels)
 		}
 		for _, c := range p.Containers {
 			if c.Sample == nil {
@@ -333,12 +345,7 @@ func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
 			}
 			labels := []string{c.Name, c.Cgroup, c.Image, c.ID, p.Namespace, p.Name}
 			m.emit(ch, snap.Time, c.Sample, labels)
-			if !c.Started.IsZero() {
-				ch <- prometheus.MustNewConstMetric(startTimeDesc, prometheus.GaugeValue, float64(c.Started.UnixNano())/1e9, labels...)
-			}
-			if !c.Created.IsZero() {
-				ch <- prometheus.MustNewConstMetric(creationTimeDesc, prometheus.GaugeValue, float64(c.Created.Unix()), labels...)
-			}
+			collectTimes(ch, c.Started, c.Created, labels)
 			collectResctrl(ch, snap.Time, c.Resctrl, labels)
 		}
 	}
@@ -347,6 +354,25 @@ func (m *CAdvisor) Collect(ch chan<- prometheus.Metric) {
 	for _, h := range m.host {
 		ch <- h
 	}
+}
+
+// collectTimes sends a cgroup's start and creation times, those known.
+func collectTimes(ch chan<- prometheus.Metric, started, created time.Time, labels []string) {
+	if v := wholeSeconds(started); v != 0 {
+		ch <- prometheus.MustNewConstMetric(startTimeDesc, prometheus.GaugeValue, v, labels...)
+	}
+	if v := wholeSeconds(created); v != 0 {
+		ch <- prometheus.MustNewConstMetric(creationTimeDesc, prometheus.GaugeValue, v, labels...)
+	}
+}
+
+// wholeSeconds is t in cAdvisor's whole seconds since the epoch; 0 for
+// the zero time (unknown).
+func wholeSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.Unix())
 }
 
 func (m *CAdvisor) emit(ch chan<- prometheus.Metric, at time.Time, s *cgstats.Sample, labels []string) {

@@ -28,11 +28,14 @@ const (
 	ctrCgroup = podCgroup + "/ctr-app"
 )
 
+// refaults are the fixture cgroups' memory.stat refault lines.
+const refaults = "workingset_refault_anon 3\nworkingset_refault_file 30\n"
+
 // writeV1 writes a v1 cgroup under root with cpuacct.usage ns of CPU time
 // and usage bytes of memory, 1 MiB of which inactive file cache.
 func writeV1(t testing.TB, root, name string, cpuNs, usage int) {
 	t.Helper()
-	stat := "total_cache 1048576\ntotal_rss " + itoa(usage-1<<20) + "\ntotal_mapped_file 0\ntotal_inactive_file 1048576\n"
+	stat := "total_cache 1048576\ntotal_rss " + itoa(usage-1<<20) + "\ntotal_mapped_file 0\ntotal_inactive_file 1048576\n" + refaults
 	for path, content := range map[string]string{
 		"cpuacct" + name + "/cpuacct.usage":            itoa(cpuNs),
 		"cpuacct" + name + "/cpuacct.stat":             "user 1\nsystem 1\n",
@@ -62,7 +65,7 @@ func writeV2(t testing.TB, root, name string, cpuNs, usage int) {
 	t.Helper()
 	files := map[string]string{
 		"cpu.stat":              "usage_usec " + itoa(cpuNs/1000) + "\nuser_usec 1\nsystem_usec 1\n",
-		"memory.stat":           "anon " + itoa(usage-1<<20) + "\nfile 1048576\nfile_mapped 0\ninactive_file 1048576\n",
+		"memory.stat":           "anon " + itoa(usage-1<<20) + "\nfile 1048576\nfile_mapped 0\ninactive_file 1048576\n" + refaults,
 		"cgroup.procs":          "1\n",
 		"cpuset.cpus.effective": "0-3",
 		"cpuset.mems.effective": "0",
@@ -126,6 +129,7 @@ func newNodeOn(t *testing.T, write func(t testing.TB, root, name string, cpuNs, 
 	write(t, n.root, "/", 100e9, rootUsage)
 	write(t, n.root, podCgroup, 3e9, 65<<20)
 	write(t, n.root, ctrCgroup, 2e9, 33<<20)
+	dateCgroups(t, n.root)
 	meminfo := filepath.Join(t.TempDir(), "meminfo")
 	writeFile(t, meminfo, "", "MemTotal: "+itoa(memTotal>>10)+" kB\nMemFree: "+itoa((memTotal-rootUsage)>>10)+" kB\nSwapTotal: 0 kB\nSwapFree: 0 kB")
 	layout, err := cgstats.Detect(n.root)
@@ -142,9 +146,28 @@ func newNodeOn(t *testing.T, write func(t testing.TB, root, name string, cpuNs, 
 		Linux: &api.LinuxPodSandbox{CgroupParent: podCgroup}}
 	ctr := &api.Container{Id: "ctr-app", PodSandboxId: "sb1", Name: "app", State: api.ContainerState_CONTAINER_RUNNING,
 		Linux: &api.LinuxContainer{CgroupsPath: ctrCgroup}, Image: &api.Image{Name: "registry.example/app:1"},
-		StartedAt: time.Unix(1_699_999_000, 0).UnixNano(), CreatedAt: time.Unix(1_699_998_999, 5e8).UnixNano()}
+		StartedAt: time.Unix(1_699_999_000, 25e7).UnixNano(), CreatedAt: time.Unix(1_699_998_999, 5e8).UnixNano()}
 	n.inv.Replace([]*api.PodSandbox{pod}, []*api.Container{ctr})
 	return n
+}
+
+// The fixture cgroups' times: the root's directories date from
+// rootCreated, the pod's (and its container's) from podCreated, both
+// after the boot of the host the tests run on.
+var rootCreated, podCreated = time.Unix(2_000_000_000, 0), time.Unix(2_000_000_100, 0)
+
+func dateCgroups(t testing.TB, root string) {
+	t.Helper()
+	require.NoError(t, filepath.Walk(root, func(path string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		at := rootCreated
+		if strings.Contains(path, "poduid-web") {
+			at = podCreated
+		}
+		return os.Chtimes(path, at, at)
+	}))
 }
 
 func TestCAdvisorMetrics(t *testing.T) {
@@ -172,14 +195,15 @@ container_spec_memory_limit_bytes{container="",id="/kubepods/burstable/poduid-we
 container_spec_memory_limit_bytes{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 0 1700000000000
 # HELP container_start_time_seconds Start time of the container since unix epoch in seconds.
 # TYPE container_start_time_seconds gauge
+container_start_time_seconds{container="",id="/",image="",name="",namespace="",pod=""} 2e+09
+container_start_time_seconds{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 2.0000001e+09
 container_start_time_seconds{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 1.699999e+09
 # HELP container_scrape_error 1 if there was an error while getting container metrics, 0 otherwise
 # TYPE container_scrape_error gauge
 container_scrape_error 0
 `
-	require.NoError(t, testutil.CollectAndCompare(NewCAdvisor(n.c), strings.NewReader(want),
-		"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_oom_events_total",
-		"container_spec_memory_limit_bytes", "container_start_time_seconds", "container_scrape_error"))
+	assertCAdvisor(t, n, want, "container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_oom_events_total",
+		"container_spec_memory_limit_bytes", "container_start_time_seconds", "container_scrape_error")
 	assert.Equal(t, 1.0, scrapeError(&Snapshot{}), "without the node's stats")
 	// No quota: no CFS series, as cAdvisor.
 	assert.Zero(t, testutil.CollectAndCount(NewCAdvisor(n.c), "container_cpu_cfs_periods_total", "container_spec_cpu_quota"))
@@ -208,6 +232,9 @@ pod_cpu_usage_seconds_total{namespace="shop",pod="web"} 3 1700000000000
 # HELP pod_memory_working_set_bytes [STABLE] Current working set of the pod in bytes
 # TYPE pod_memory_working_set_bytes gauge
 pod_memory_working_set_bytes{namespace="shop",pod="web"} 6.7108864e+07 1700000000000
+# HELP container_start_time_seconds [STABLE] Start time of the container since unix epoch in seconds
+# TYPE container_start_time_seconds gauge
+container_start_time_seconds{container="app",namespace="shop",pod="web"} 1.6999989995e+09
 # HELP resource_scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise
 # TYPE resource_scrape_error gauge
 resource_scrape_error 0
@@ -230,7 +257,7 @@ pod_swap_usage_bytes{namespace="shop",pod="web"} 0 1700000000000
 			require.NoError(t, testutil.CollectAndCompare(NewResource(n.c), strings.NewReader(want),
 				"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "node_cpu_usage_seconds_total",
 				"node_memory_working_set_bytes", "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes", "resource_scrape_error",
-				"container_swap_usage_bytes", "node_swap_usage_bytes", "pod_swap_usage_bytes"))
+				"container_swap_usage_bytes", "node_swap_usage_bytes", "pod_swap_usage_bytes", "container_start_time_seconds"))
 		})
 	}
 }
@@ -258,7 +285,8 @@ container_memory_working_set_bytes{container="app",id="/kubepods/burstable/podui
 	assert.Contains(t, direct.String(), `container_memory_working_set_bytes{container="",id="/",image="",name="",namespace="",pod=""} 1.072693248e+09 1700000000000`)
 }
 
-// The samples carry the time of the reading, as the kubelet's do.
+// The samples carry the time of the reading, as the kubelet's do, but the
+// start time, which the kubelet serves without one.
 func TestSamplesCarryTheReadingTime(t *testing.T) {
 	n := newNode(t)
 	reg := prometheus.NewPedanticRegistry()
@@ -268,14 +296,17 @@ func TestSamplesCarryTheReadingTime(t *testing.T) {
 	stamped := 0
 	for _, mf := range families {
 		for _, m := range mf.GetMetric() {
-			if mf.GetName() == "resource_scrape_error" {
-				continue
+			switch mf.GetName() {
+			case "resource_scrape_error":
+			case "container_start_time_seconds":
+				assert.Nil(t, m.TimestampMs, "the start time carries no timestamp")
+			default:
+				assert.Equal(t, n.now.UnixMilli(), m.GetTimestampMs(), mf.GetName())
+				stamped++
 			}
-			assert.Equal(t, n.now.UnixMilli(), m.GetTimestampMs(), mf.GetName())
-			stamped++
 		}
 	}
-	assert.Equal(t, 10, stamped, "node, pod and container CPU, memory and swap, and the start time")
+	assert.Equal(t, 10, stamped, "node, pod and container CPU, memory and swap, and the container's swap limit")
 }
 
 func TestSnapshotIsCachedAndFollowsTheInventory(t *testing.T) {
@@ -570,6 +601,69 @@ pod_swap_usage_bytes{namespace="shop",pod="web"} 2.097152e+06 1700000000000
 	require.NoError(t, testutil.CollectAndCompare(NewResource(n.c), strings.NewReader(want), "container_swap_usage_bytes", "pod_swap_usage_bytes"))
 }
 
+// container_swap_limit_bytes is served for a container whose swap limit
+// is finite, as the kubelet: v1's memory.memsw.limit_in_bytes (memory
+// plus swap, the memory limit under the kubelet's NoSwap), v2's
+// memory.swap.max (0 under NoSwap); a missing file is 0, as cAdvisor
+// reads it.
+func TestResourceSwapLimit(t *testing.T) {
+	const series = `container_swap_limit_bytes{container="app",namespace="shop",pod="web"} `
+	for _, tc := range []struct {
+		name        string
+		write       func(t testing.TB, root, name string, cpuNs, usage int)
+		file, limit string
+		want        string // "": no series
+	}{
+		{"v2 NoSwap", writeV2, ctrCgroup[1:] + "/memory.swap.max", "0", "0"},
+		{"v2 limited", writeV2, ctrCgroup[1:] + "/memory.swap.max", "1048576", "1.048576e+06"},
+		{"v2 unlimited", writeV2, ctrCgroup[1:] + "/memory.swap.max", "max", ""},
+		{"v1 memory limit", writeV1, "memory" + ctrCgroup + "/memory.memsw.limit_in_bytes", "33554432", "3.3554432e+07"},
+		{"v1 unlimited", writeV1, "memory" + ctrCgroup + "/memory.memsw.limit_in_bytes", "9223372036854771712", ""},
+		{"v1 without swap accounting", writeV1, "", "", "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNodeOn(t, tc.write)
+			if tc.file != "" {
+				writeFile(t, n.root, tc.file, tc.limit)
+			}
+			want := ""
+			if tc.want != "" {
+				want = `
+# HELP container_swap_limit_bytes [ALPHA] Current amount of the container swap limit in bytes. Reported only on non-windows systems
+# TYPE container_swap_limit_bytes gauge
+` + series + tc.want + " 1700000000000\n"
+			}
+			require.NoError(t, testutil.CollectAndCompare(NewResource(n.c), strings.NewReader(want), "container_swap_limit_bytes"))
+		})
+	}
+}
+
+// The refaults of every cgroup with memory, from memory.stat (the root's
+// too on v2, where its usage comes from meminfo).
+func TestCAdvisorRefaults(t *testing.T) {
+	const want = `
+# HELP container_memory_workingset_refault_anon_total Cumulative number of refaults of previously evicted anonymous pages.
+# TYPE container_memory_workingset_refault_anon_total counter
+container_memory_workingset_refault_anon_total{container="",id="/",image="",name="",namespace="",pod=""} 3 1700000000000
+container_memory_workingset_refault_anon_total{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 3 1700000000000
+container_memory_workingset_refault_anon_total{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 3 1700000000000
+# HELP container_memory_workingset_refault_file_total Cumulative number of refaults of previously evicted file pages.
+# TYPE container_memory_workingset_refault_file_total counter
+container_memory_workingset_refault_file_total{container="",id="/",image="",name="",namespace="",pod=""} 30 1700000000000
+container_memory_workingset_refault_file_total{container="",id="/kubepods/burstable/poduid-web",image="",name="",namespace="shop",pod="web"} 30 1700000000000
+container_memory_workingset_refault_file_total{container="app",id="/kubepods/burstable/poduid-web/ctr-app",image="registry.example/app:1",name="ctr-app",namespace="shop",pod="web"} 30 1700000000000
+`
+	for _, tc := range []struct {
+		name  string
+		write func(t testing.TB, root, name string, cpuNs, usage int)
+	}{{"v1", writeV1}, {"v2", writeV2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			assertCAdvisor(t, newNodeOn(t, tc.write), want,
+				"container_memory_workingset_refault_anon_total", "container_memory_workingset_refault_file_total")
+		})
+	}
+}
+
 // The machine families and cadvisor_version_info are the machine info's,
 // without timestamps; without one, machine_scrape_error is 1 and no
 // machine_* series is served.
@@ -635,7 +729,8 @@ machine_scrape_error 1
 // container_health_state is -1 (no health check) on every cgroup; the
 // soft limit of open files is that of a container's first process and of
 // pid 1 for the root (the fixtures' cgroup.procs hold 1); the creation
-// time is the runtime's, in whole seconds, without a timestamp.
+// time is the runtime's for a container, its directories' for the root
+// and a pod, in whole seconds, without a timestamp.
 func TestHealthUlimitsAndCreation(t *testing.T) {
 	n := newNode(t)
 	proc := t.TempDir()
@@ -644,6 +739,7 @@ func TestHealthUlimitsAndCreation(t *testing.T) {
 	// controller.
 	writeFile(t, n.root, "pids"+ctrCgroup+"/pids.current", "1")
 	writeFile(t, n.root, "pids"+ctrCgroup+"/pids.max", "max")
+	dateCgroups(t, n.root)
 	reader, err := cgstats.NewReader(n.c.reader.Layout(), cgstats.Options{Proc: proc})
 	require.NoError(t, err)
 	n.c.reader = reader
@@ -664,6 +760,8 @@ container_ulimits_soft{` + root + `,ulimit="max_open_files"} 1.048576e+06 170000
 container_ulimits_soft{` + ctr + `,ulimit="max_open_files"} 1.048576e+06 1700000000000
 # HELP container_creation_time_seconds Container creation time since unix epoch in seconds.
 # TYPE container_creation_time_seconds gauge
+container_creation_time_seconds{` + root + `} 2e+09
+container_creation_time_seconds{` + pod + `} 2.0000001e+09
 container_creation_time_seconds{` + ctr + `} 1.699998999e+09
 `
 	names := []string{"container_health_state", "container_ulimits_soft", "container_creation_time_seconds"}

@@ -1,6 +1,8 @@
 package collect
 
 import (
+	"cmp"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,6 +28,10 @@ var (
 		"[ALPHA] Current swap usage of the node in bytes. Reported only on non-windows systems", nil, nil)
 	containerSwapDesc = prometheus.NewDesc("container_swap_usage_bytes",
 		"[ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems", []string{"container", "pod", "namespace"}, nil)
+	// Only for a container with a finite swap limit (the kubelet's NoSwap
+	// sets v2's memory.swap.max to 0), as the kubelet: the limit.
+	containerSwapLimitDesc = prometheus.NewDesc("container_swap_limit_bytes",
+		"[ALPHA] Current amount of the container swap limit in bytes. Reported only on non-windows systems", []string{"container", "pod", "namespace"}, nil)
 	podSwapDesc = prometheus.NewDesc("pod_swap_usage_bytes",
 		"[ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems", []string{"pod", "namespace"}, nil)
 	resourceScrapeErrorDesc = prometheus.NewDesc("resource_scrape_error",
@@ -41,7 +47,7 @@ func NewResource(c *Collector) *Resource { return &Resource{c: c} }
 // Describe implements prometheus.Collector.
 func (m *Resource) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{nodeCPUDesc, nodeMemoryDesc, nodeSwapDesc, containerCPUDesc, containerMemoryDesc,
-		containerSwapDesc, containerStartDesc, podCPUDesc, podMemoryDesc, podSwapDesc, resourceScrapeErrorDesc} {
+		containerSwapDesc, containerSwapLimitDesc, containerStartDesc, podCPUDesc, podMemoryDesc, podSwapDesc, resourceScrapeErrorDesc} {
 		ch <- d
 	}
 }
@@ -69,10 +75,15 @@ func (m *Resource) Collect(ch chan<- prometheus.Metric) {
 				if s.Memory != nil {
 					send(containerMemoryDesc, prometheus.GaugeValue, float64(s.Memory.WorkingSet), c.Name, p.Name, p.Namespace)
 					send(containerSwapDesc, prometheus.GaugeValue, float64(s.Memory.Swap), c.Name, p.Name, p.Namespace)
+					if s.Spec.HasMemory && s.Spec.MemorySwapLimited {
+						send(containerSwapLimitDesc, prometheus.GaugeValue, float64(s.Spec.MemorySwapLimit), c.Name, p.Name, p.Namespace)
+					}
 				}
 			}
-			if !c.Started.IsZero() {
-				send(containerStartDesc, prometheus.GaugeValue, float64(c.Started.UnixNano())/1e9, c.Name, p.Name, p.Namespace)
+			// The kubelet's is the runtime's creation time (its summary's
+			// StartTime), without a timestamp.
+			if started := cmp.Or(c.Created, c.Started); !started.IsZero() {
+				ch <- prometheus.MustNewConstMetric(containerStartDesc, prometheus.GaugeValue, float64(started.UnixNano())/1e9, c.Name, p.Name, p.Namespace)
 			}
 		}
 		if s := p.Sample; s != nil {

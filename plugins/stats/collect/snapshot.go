@@ -273,6 +273,9 @@ type job struct {
 	what        string // for the log: node, pod ns/name, container ns/pod/name
 	name        *string
 	sample      **cgstats.Sample
+	// dated: the sample gets its cgroup's creation time, for the cgroups
+	// cAdvisor dates by their directories (the root, pods).
+	dated bool
 }
 
 func (c *Collector) take() *Snapshot {
@@ -286,7 +289,7 @@ func (c *Collector) take() *Snapshot {
 	views := c.inv.Snapshot()
 	s.Pods = make([]PodStats, len(views))
 	jobs := make([]job, 0, 1+2*len(views))
-	jobs = append(jobs, job{cgroupsPath: "/", what: "node", name: new(string), sample: &s.Node})
+	jobs = append(jobs, job{cgroupsPath: "/", what: "node", name: new(string), sample: &s.Node, dated: true})
 	var nets []netJob
 	if c.opts.Proc != "" {
 		nets = append(nets, netJob{pid: 1, what: "node", out: &s.Network})
@@ -300,7 +303,7 @@ func (c *Collector) take() *Snapshot {
 			}
 		}
 		if v.CgroupParent != "" {
-			jobs = append(jobs, job{cgroupsPath: v.CgroupParent, what: "pod " + v.Namespace + "/" + v.Name, name: &p.Cgroup, sample: &p.Sample})
+			jobs = append(jobs, job{cgroupsPath: v.CgroupParent, what: "pod " + v.Namespace + "/" + v.Name, name: &p.Cgroup, sample: &p.Sample, dated: true})
 		}
 		for _, ctr := range v.Containers {
 			if !ctr.Running {
@@ -394,6 +397,14 @@ func (c *Collector) read(j *job, prev map[string]*cgstats.Sample) {
 	case err != nil:
 		c.errors.WithLabelValues(ReasonRead).Inc()
 		c.log.WithError(err).Debugf("reading part of the cgroup of the %s failed", j.what)
+	}
+	if j.dated {
+		// The oldest of times that only grow: dated once, then kept.
+		if p := prev[name]; p != nil && !p.Created.IsZero() {
+			sample.Created = p.Created
+		} else {
+			sample.Created = c.reader.Created(name)
+		}
 	}
 	*j.sample = &sample
 }

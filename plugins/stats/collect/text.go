@@ -101,18 +101,15 @@ func (m *CAdvisor) WriteText(w io.Writer) error {
 		cgroups = append(cgroups, cg)
 	}
 	root := labelsOf("", "/", "", "", "", "")
-	add(snap.Node, 0, 0, "", "/", "", "", "", "")
+	if n := snap.Node; n != nil {
+		add(n, wholeSeconds(n.Created), wholeSeconds(n.Created), "", "/", "", "", "", "")
+	}
 	for _, p := range snap.Pods {
-		add(p.Sample, 0, 0, "", p.Cgroup, "", "", p.Namespace, p.Name)
+		if s := p.Sample; s != nil {
+			add(s, wholeSeconds(s.Created), wholeSeconds(s.Created), "", p.Cgroup, "", "", p.Namespace, p.Name)
+		}
 		for _, c := range p.Containers {
-			started, created := 0.0, 0.0
-			if !c.Started.IsZero() {
-				started = float64(c.Started.UnixNano()) / 1e9
-			}
-			if !c.Created.IsZero() {
-				created = float64(c.Created.Unix())
-			}
-			add(c.Sample, started, created, c.Name, c.Cgroup, c.Image, c.ID, p.Namespace, p.Name)
+			add(c.Sample, wholeSeconds(c.Started), wholeSeconds(c.Created), c.Name, c.Cgroup, c.Image, c.ID, p.Namespace, p.Name)
 		}
 	}
 

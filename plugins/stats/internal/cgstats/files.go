@@ -108,20 +108,24 @@ func countProcs(path string, each func(pid string)) (uint64, error) {
 }
 
 // readLimit reads a file holding a limit in bytes: 0 when the file is
-// missing, "max" or at least unlimited.
-func readLimit(path string) (uint64, error) {
+// missing, "max" or at least unlimited; finite unless "max" or at least
+// unlimited (cAdvisor reads a missing file as a limit of 0).
+func readLimit(path string) (v uint64, finite bool, err error) {
 	s, err := readTrimmed(path)
-	if notExist(err) || err == nil && s == "max" {
-		return 0, nil
+	if notExist(err) {
+		return 0, true, nil
+	}
+	if err == nil && s == "max" {
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	v, err := strconv.ParseUint(s, 10, 64)
+	v, err = strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("reading %s: %q, expected \"max\" or a number of bytes", path, s)
+		return 0, false, fmt.Errorf("reading %s: %q, expected \"max\" or a number of bytes", path, s)
 	}
-	return limitOrZero(v), nil
+	return limitOrZero(v), v < unlimited, nil
 }
 
 // ParseCPUMax parses v2's cpu.max, "<quota|max> <period>": the quota in

@@ -152,6 +152,10 @@ total_active_anon 136314880
 total_inactive_file 52428800
 total_active_file 10485760
 total_unevictable 0
+workingset_refault_anon 7
+workingset_refault_file 70
+total_workingset_refault_anon 17
+total_workingset_refault_file 170
 `
 
 // The hybrid host's controller-less v2 side: PSI only.
@@ -205,6 +209,9 @@ pgscan 300
 pgsteal 200
 pgfault 1000
 pgmajfault 1
+workingset_refault 77
+workingset_refault_anon 7
+workingset_refault_file 70
 `
 
 // The root cgroup of a v2 host: no memory.current, memory.max,
@@ -214,7 +221,7 @@ func v2RootFiles() files {
 	return files{
 		"cgroup.controllers":    "cpuset cpu io memory pids\n",
 		"cpu.stat":              "usage_usec 100000000\nuser_usec 60000000\nsystem_usec 40000000\n",
-		"memory.stat":           "anon 1073741824\nfile 805306368\nfile_mapped 67108864\ninactive_file 536870912\nactive_file 268435456\n",
+		"memory.stat":           "anon 1073741824\nfile 805306368\nfile_mapped 67108864\ninactive_file 536870912\nactive_file 268435456\nworkingset_refault_anon 3\nworkingset_refault_file 30\n",
 		"cpu.pressure":          "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n",
 		"memory.pressure":       "some avg10=0.00 avg60=0.00 avg300=0.00 total=300\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n",
 		"io.pressure":           "some avg10=0.00 avg60=0.00 avg300=0.00 total=40000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=30000\n",

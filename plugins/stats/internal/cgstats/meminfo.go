@@ -70,8 +70,8 @@ func ParseMeminfo(data []byte) (Meminfo, error) {
 // readRootMemory fills s for the root cgroup (dir) of a v2 hierarchy, which has
 // no memory.current, memory.max or memory.events: as runc's fs2 manager
 // (statsFromMeminfo) and so cAdvisor and the kubelet, the usage is
-// MemTotal - MemFree of the host's meminfo; the breakdown and
-// inactive_file, for the working set, come from the root's memory.stat
+// MemTotal - MemFree of the host's meminfo; the breakdown, the refaults
+// and inactive_file, for the working set, come from the root's memory.stat
 // (absent on old kernels: they count as 0, as in cAdvisor).
 func readRootMemory(m *cgroup2.Manager, dir, meminfo string, s *Sample) error {
 	data, err := readFile(meminfo)
@@ -97,6 +97,10 @@ func readRootMemory(m *cgroup2.Manager, dir, meminfo string, s *Sample) error {
 		Swap: info.SwapTotal - info.SwapFree,
 	}
 	v2MemoryStat(mem, s.Memory)
+	if err := readRefaults(dir, s.Memory); err != nil && !notExist(err) {
+		s.Memory = nil
+		return fmt.Errorf("root cgroup memory: %w", err)
+	}
 	s.Spec.HasMemory = true // unlimited: 0, as v1's root
 	if s.Pressure.Memory = psi(mem.PSI); s.Pressure.Memory == nil {
 		// The library reads memory.pressure only along with memory.stat.

@@ -52,11 +52,12 @@ type Reader struct {
 	v1     *v1Reader // nil on ModeV2
 	names  *deviceNames
 	now    func() time.Time
+	boot   time.Time // see Created
 }
 
 // NewReader returns a reader of the cgroups under layout.
 func NewReader(layout Layout, opts Options) (*Reader, error) {
-	r := &Reader{layout: layout, opts: opts, now: time.Now}
+	r := &Reader{layout: layout, opts: opts, now: time.Now, boot: bootTime(time.Now())}
 	r.names = &deviceNames{sysBlock: opts.SysBlock, maxAge: max(opts.SpecMaxAge, time.Second), now: func() time.Time { return r.now() }}
 	switch layout.Mode {
 	case ModeV1, ModeHybrid:
@@ -101,12 +102,35 @@ func (r *Reader) Read(name string, prev *Sample) (Sample, error) {
 	}
 	r.names.assign(s.BlkIO)
 	// cAdvisor's ulimits are those of a container's process (read with
-	// its processes), and of pid 1 for the root cgroup, whose processes
-	// are left out.
+	// its processes), and of pid 1 for the root cgroup.
 	if name == "/" {
-		err = errors.Join(err, readMaxOpenFilesUnlessReused(r.opts.Proc, "1", &s, !reuse))
+		err = errors.Join(err, r.readRootProcs(&s), readMaxOpenFilesUnlessReused(r.opts.Proc, "1", &s, !reuse))
 	}
 	return s, err
+}
+
+// readRootProcs counts the processes directly in the root cgroup, which
+// has no pids.current, so that its pids group is left out: as cAdvisor's
+// raw handler, from the cpu controller's cgroup.procs (the unified
+// hierarchy's on v2), with their open files, and 0 threads and no limit
+// (it drops the root's pids controller).
+func (r *Reader) readRootProcs(s *Sample) error {
+	if s.Pids != nil {
+		return nil
+	}
+	dir := r.layout.Unified
+	if r.layout.Mode != ModeV2 {
+		dir = r.v1.cpuDir
+	}
+	procs, _, err := readProcs(filepath.Join(dir, "cgroup.procs"), r.opts.Proc)
+	if notExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("root processes: %w", err)
+	}
+	s.Pids = procs
+	return nil
 }
 
 // SwapActive reports whether the host has swap on, from /proc/swaps (a

@@ -16,10 +16,10 @@ func wantSample(shares uint64) Sample {
 		CPU: &CPU{UsageNs: 5e9, UserNs: 3.5e9, SystemNs: 1.5e9, Periods: 40, ThrottledPeriods: 7, ThrottledNs: 123e6},
 		Memory: &Memory{Usage: 200 << 20, MaxUsage: 250 << 20, WorkingSet: 150 << 20, RSS: 130 << 20, Cache: 60 << 20,
 			MappedFile: 4 << 20, Swap: 10 << 20, Failcnt: 9, OOMKills: 3,
-			ActiveFile: 10 << 20, InactiveFile: 50 << 20, Pgfault: 1000, Pgmajfault: 1},
+			ActiveFile: 10 << 20, InactiveFile: 50 << 20, Pgfault: 1000, Pgmajfault: 1, Refaults: Refaults{Anon: 7, File: 70}},
 		Pids: &Pids{Processes: 2, Threads: 5, ThreadsMax: 0},
 		Spec: Spec{HasCPU: true, CPUShares: shares, CPUQuota: 50000, CPUPeriod: 100000, HasMemory: true, MemoryLimit: 256 << 20,
-			MemorySwapLimit: 512 << 20, MemoryReservation: 128 << 20},
+			MemorySwapLimit: 512 << 20, MemoryReservation: 128 << 20, MemorySwapLimited: true},
 		CPUSet: &CPUSet{CPUs: "0-1", Mems: "0"},
 		SpecAt: readTime,
 	}
@@ -174,14 +174,26 @@ func TestMissingFilesLeaveTheirGroupOut(t *testing.T) {
 			"memory"+container+"/memory.soft_limit_in_bytes"),
 			func(t *testing.T, s Sample) {
 				assert.Zero(t, s.Spec.MemorySwapLimit)
+				assert.True(t, s.Spec.MemorySwapLimited, "a missing file is a limit of 0, as cAdvisor reads it")
 				assert.Zero(t, s.Spec.MemoryReservation)
 				assert.True(t, s.Spec.HasMemory)
 			}},
 		{"v2 unlimited swap, no memory.min", v2Files(container).with(files{d + "/memory.swap.max": "max\n"}, d+"/memory.min"),
 			func(t *testing.T, s Sample) {
 				assert.Zero(t, s.Spec.MemorySwapLimit)
+				assert.False(t, s.Spec.MemorySwapLimited)
 				assert.Zero(t, s.Spec.MemoryReservation)
 				assert.Equal(t, uint64(256<<20), s.Spec.MemoryLimit)
+			}},
+		{"v2 no swap (the kubelet's NoSwap)", v2Files(container).with(files{d + "/memory.swap.max": "0\n"}),
+			func(t *testing.T, s Sample) {
+				assert.Zero(t, s.Spec.MemorySwapLimit)
+				assert.True(t, s.Spec.MemorySwapLimited, "0 is a limit")
+			}},
+		{"v1 unlimited memsw", v1Files(container).with(files{"memory" + container + "/memory.memsw.limit_in_bytes": "9223372036854771712\n"}),
+			func(t *testing.T, s Sample) {
+				assert.Zero(t, s.Spec.MemorySwapLimit)
+				assert.False(t, s.Spec.MemorySwapLimited)
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,7 +249,11 @@ func TestMalformedFilesFailOnlyTheirGroup(t *testing.T) {
 				assert.True(t, s.Spec.HasMemory)
 			}},
 		{"v2 memory.swap.max", v2Files(container).with(files{d + "/memory.swap.max": "lots\n"}), `memory.swap.max: "lots"`,
-			func(t *testing.T, s Sample) { assert.Zero(t, s.Spec.MemorySwapLimit); assert.True(t, s.Spec.HasMemory) }},
+			func(t *testing.T, s Sample) {
+				assert.Zero(t, s.Spec.MemorySwapLimit)
+				assert.False(t, s.Spec.MemorySwapLimited, "unread")
+				assert.True(t, s.Spec.HasMemory)
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := readerFor(t, tc.tree)
@@ -357,7 +373,7 @@ func TestSpecIsReusedUntilItIsOld(t *testing.T) {
 func TestV2RootMemoryComesFromMeminfo(t *testing.T) {
 	const gib, mib = uint64(1 << 30), uint64(1 << 20)
 	root := &Memory{Usage: 2 * gib, WorkingSet: 1536 * mib, RSS: gib, Cache: 768 * mib, MappedFile: 64 * mib, Swap: 256 * mib,
-		ActiveFile: 256 * mib, InactiveFile: 512 * mib}
+		ActiveFile: 256 * mib, InactiveFile: 512 * mib, Refaults: Refaults{Anon: 3, File: 30}}
 	for _, tc := range []struct {
 		name    string
 		tree    files
@@ -370,7 +386,8 @@ func TestV2RootMemoryComesFromMeminfo(t *testing.T) {
 		{"no root memory.stat (old kernels): working set is the usage", v2RootFiles().with(nil, "memory.stat"), hostMeminfo,
 			&Memory{Usage: 2 * gib, WorkingSet: 2 * gib, Swap: 256 * mib}},
 		{"no swap", v2RootFiles(), "MemTotal: 8388608 kB\nMemFree: 6291456 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
-			&Memory{Usage: 2 * gib, WorkingSet: 1536 * mib, RSS: gib, Cache: 768 * mib, MappedFile: 64 * mib, ActiveFile: 256 * mib, InactiveFile: 512 * mib}},
+			&Memory{Usage: 2 * gib, WorkingSet: 1536 * mib, RSS: gib, Cache: 768 * mib, MappedFile: 64 * mib, ActiveFile: 256 * mib, InactiveFile: 512 * mib,
+				Refaults: Refaults{Anon: 3, File: 30}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := readerFor(t, tc.tree)
@@ -382,7 +399,7 @@ func TestV2RootMemoryComesFromMeminfo(t *testing.T) {
 			assert.Zero(t, got.Spec.MemoryLimit, "the root is unlimited")
 			assert.Equal(t, &PSI{SomeUsec: 300, FullUsec: 200}, got.Pressure.Memory)
 			assert.Equal(t, uint64(100e9), got.CPU.UsageNs)
-			assert.Nil(t, got.Pids, "no pids.current in the root")
+			assert.Equal(t, &Pids{Processes: 1}, got.Pids, "no pids.current in the root: its own processes alone")
 		})
 	}
 }
@@ -540,6 +557,53 @@ func TestNewDiskIsNamedAfterTheListAges(t *testing.T) {
 
 // The open files of a cgroup's processes are counted under the host's
 // /proc, sockets apart; a process that exited counts none.
+// The root cgroup has no pids.current: as cAdvisor's raw handler, its
+// processes are those directly in it, from the cpu controller's
+// cgroup.procs on v1 (here not the memory controller's two), with their
+// open files, and it has no threads or limit.
+func TestRootProcesses(t *testing.T) {
+	proc := t.TempDir()
+	fd := filepath.Join(proc, "1", "fd")
+	require.NoError(t, os.MkdirAll(fd, 0o755))
+	for name, target := range map[string]string{"0": "/dev/null", "1": "socket:[123]", "2": "pipe:[4]"} {
+		require.NoError(t, os.Symlink(target, filepath.Join(fd, name)))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "1", "limits"), []byte(limits), 0o644))
+	procs := "1\n101\n102\n" // 101 and 102 have no /proc entry: they exited
+	v1Root := v1Files("").with(files{"cpu/cgroup.procs": procs}, "pids/pids.current", "pids/pids.max")
+	for _, tc := range []struct {
+		name string
+		tree files
+	}{
+		{"v1", v1Root},
+		{"hybrid", v1Root.with(unifiedFiles(""))},
+		{"v2", v2RootFiles().with(files{"cgroup.procs": procs})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fixture, _ := readerFor(t, tc.tree)
+			r, err := NewReader(fixture.Layout(), Options{Proc: proc})
+			require.NoError(t, err)
+			got, err := r.Read("/", nil)
+			require.NoError(t, err)
+			assert.Equal(t, &Pids{Processes: 3, FDs: 3, Sockets: 1, FDsRead: true}, got.Pids)
+		})
+	}
+	t.Run("no cgroup.procs", func(t *testing.T) {
+		r, _ := readerFor(t, v1Root.with(nil, "cpu/cgroup.procs"))
+		got, err := r.Read("/", nil)
+		require.NoError(t, err)
+		assert.Nil(t, got.Pids)
+	})
+	t.Run("malformed cgroup.procs", func(t *testing.T) {
+		r, _ := readerFor(t, v2RootFiles().with(files{"cgroup.procs": "1\none\n"}))
+		got, err := r.Read("/", nil)
+		assert.ErrorContains(t, err, `root processes: reading `)
+		assert.ErrorContains(t, err, `cgroup.procs: line "one", expected a process id`)
+		assert.Nil(t, got.Pids)
+		assert.NotNil(t, got.Memory, "the other groups are read")
+	})
+}
+
 func TestOpenFilesOfTheProcesses(t *testing.T) {
 	proc := t.TempDir()
 	fd := filepath.Join(proc, "101", "fd")

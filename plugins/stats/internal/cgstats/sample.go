@@ -22,6 +22,9 @@ type Sample struct {
 	// when unlimited; nil without Options.Proc or a process. Reused with
 	// the spec.
 	MaxOpenFiles *int64
+	// Created is when the cgroup was created (Reader.Created); Read leaves
+	// it zero, the caller sets it where it serves it (the root and pods).
+	Created time.Time
 }
 
 // CPU is cumulative CPU time, in nanoseconds, and CFS throttling.
@@ -62,6 +65,9 @@ type Memory struct {
 	// v2 only: memory.events high and max, memory.stat file_dirty,
 	// file_writeback, pgscan, pgsteal.
 	EventsHigh, EventsMax, FileDirty, FileWriteback, Pgscan, Pgsteal uint64 `json:"-"`
+	// Refaults are read from memory.stat by the plugin itself (see
+	// ParseRefaults).
+	Refaults Refaults `json:"-"`
 }
 
 // Pids are the cgroup's processes and threads (tasks).
@@ -95,6 +101,10 @@ type Spec struct {
 	// an update, and are read with the CPU spec.
 	MemorySwapLimit   uint64 `json:"memorySwapLimitBytes,omitempty"`
 	MemoryReservation uint64 `json:"memoryReservationBytes,omitempty"`
+	// MemorySwapLimited says MemorySwapLimit is a limit (v2 memory.swap.max
+	// 0 without swap: the kubelet's NoSwap), not "max" or unlimited: the
+	// kubelet serves container_swap_limit_bytes only then.
+	MemorySwapLimited bool `json:"-"`
 }
 
 // CPUSet is where the cgroup may run: kernel list syntax.

@@ -118,16 +118,12 @@ func (r *v1Reader) read(name string, s *Sample, spec bool) error {
 		fail("memory "+memDir, mem.err)
 	}
 	if mem.complete && mem.metrics.Memory != nil {
-		s.Memory = v1Memory(mem.metrics)
-		s.Spec.HasMemory, s.Spec.MemoryLimit = true, limitOrZero(mem.metrics.Memory.Usage.Limit)
-		// One file instead of the library's four kmem files; absent on a
-		// kernel without kernel memory accounting, which counts 0 as in
-		// runc. Malformed, it fails the memory group as the library's would.
-		if kmem, err := readInt(filepath.Join(memDir, "memory.kmem.usage_in_bytes")); err == nil {
-			s.Memory.KernelUsage = uint64(max(kmem, 0))
-		} else if err = vanished(memDir, err); !notExist(err) {
-			fail("kernel memory", err)
-			s.Memory, s.Spec.HasMemory, s.Spec.MemoryLimit = nil, false, 0
+		m := v1Memory(mem.metrics)
+		if err := readV1MemoryFiles(memDir, m); err != nil {
+			fail("memory", vanished(memDir, err))
+		} else {
+			s.Memory = m
+			s.Spec.HasMemory, s.Spec.MemoryLimit = true, limitOrZero(mem.metrics.Memory.Usage.Limit)
 		}
 	}
 
@@ -194,6 +190,20 @@ func v1Memory(m *v1stats.Metrics) *Memory {
 	return mem
 }
 
+// readV1MemoryFiles reads into m what the library does not: the kernel
+// memory, from one file instead of the library's four kmem files (absent
+// on a kernel without kernel memory accounting, which counts 0 as in
+// runc), and the refaults. Malformed, either fails the memory group as the
+// library's would.
+func readV1MemoryFiles(dir string, m *Memory) error {
+	if kmem, err := readInt(filepath.Join(dir, "memory.kmem.usage_in_bytes")); err == nil {
+		m.KernelUsage = uint64(max(kmem, 0))
+	} else if !notExist(err) {
+		return fmt.Errorf("kernel memory: %w", err)
+	}
+	return readRefaults(dir, m)
+}
+
 func workingSet(usage, inactiveFile uint64) uint64 {
 	if inactiveFile > usage {
 		return 0
@@ -224,15 +234,15 @@ func (r *v1Reader) cpuSpec(name string, spec *Spec) error {
 // memorySpec reads the swap limit and the reservation, as cAdvisor: a
 // missing file (v1 without swap accounting) is 0, as is "max".
 func memorySpec(dir, swapFile, reservationFile string, spec *Spec) error {
-	swap, err := readLimit(filepath.Join(dir, swapFile))
+	swap, finite, err := readLimit(filepath.Join(dir, swapFile))
 	if err != nil {
 		return fmt.Errorf("memory spec: %w", err)
 	}
-	reservation, err := readLimit(filepath.Join(dir, reservationFile))
+	reservation, _, err := readLimit(filepath.Join(dir, reservationFile))
 	if err != nil {
 		return fmt.Errorf("memory spec: %w", err)
 	}
-	spec.MemorySwapLimit, spec.MemoryReservation = swap, reservation
+	spec.MemorySwapLimit, spec.MemorySwapLimited, spec.MemoryReservation = swap, finite, reservation
 	return nil
 }
 

@@ -65,17 +65,24 @@ func readV2(mount, name string, s *Sample, spec bool, meminfo, proc string) erro
 		}
 	} else if st := stat("memory", "memory.current", cgroup2.StatMemory|cgroup2.StatMemoryEvents); st != nil && st.Memory != nil {
 		mem := st.Memory
-		s.Memory = &Memory{
+		out := &Memory{
 			Usage: mem.Usage, MaxUsage: mem.MaxUsage, WorkingSet: workingSet(mem.Usage, mem.InactiveFile),
 			RSS: mem.Anon, Cache: mem.File, MappedFile: mem.FileMapped, Swap: mem.SwapUsage,
 		}
-		v2MemoryStat(mem, s.Memory)
+		v2MemoryStat(mem, out)
 		if ev := st.MemoryEvents; ev != nil {
-			s.Memory.Failcnt, s.Memory.OOMKills = ev.Max, ev.OomKill
-			s.Memory.EventsHigh, s.Memory.EventsMax = ev.High, ev.Max
+			out.Failcnt, out.OOMKills = ev.Max, ev.OomKill
+			out.EventsHigh, out.EventsMax = ev.High, ev.Max
 		}
-		s.Spec.HasMemory, s.Spec.MemoryLimit = true, limitOrZero(mem.UsageLimit)
-		s.Pressure.Memory = psi(mem.PSI)
+		// Malformed, memory.stat fails the memory group, as the library's
+		// reading of it would.
+		if err := readRefaults(dir, out); err != nil {
+			errs = append(errs, fmt.Errorf("memory: %w", vanished(dir, err)))
+		} else {
+			s.Memory = out
+			s.Spec.HasMemory, s.Spec.MemoryLimit = true, limitOrZero(mem.UsageLimit)
+			s.Pressure.Memory = psi(mem.PSI)
+		}
 	}
 	if st := stat("pids", "pids.current", cgroup2.StatPids); st != nil && st.Pids != nil {
 		procs, first, err := readProcs(filepath.Join(dir, "cgroup.procs"), proc)
