@@ -85,7 +85,7 @@ func metricsServer(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 		t.Logf("burner over %s..%s: metrics-server (nri-stats) %.3f CPUs, kubelet %.3f CPUs", start.Format(time.TimeOnly),
 			end.Format(time.TimeOnly), got, rate)
 		assert.InDelta(t, rate, got, 0.05*rate, "the burner's CPU within 5%% of the kubelet's")
-		assert.Greater(t, got, 0.05, "the burner burns (limited to 0.5 CPU, less on a busy machine)")
+		assert.Greater(t, got, 0.05, "the burner burns (limited to 0.2 CPU)")
 
 		// The working sets: exactly the kubelet's, once the kubelet's
 		// figure held still around metrics-server's.
@@ -117,7 +117,12 @@ func metricsServer(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) {
 func topPod() *corev1.Pod {
 	pod := sandbox.BusyboxPod("metrics-top", "burn", "hold")
 	pod.Spec.Containers[0].Command = []string{"sh", "-c", "trap 'exit 0' TERM; while :; do :; done"}
-	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
+	// A quota the burner gets even on a busy machine (make test runs the
+	// unit tests beside): at 500m it got 0.37-0.40 CPU there, a rate that
+	// varied within the kubelet's 10-15 s between samples, so that the
+	// kubelet's rate interpolated over metrics-server's window was 7% off
+	// the window's own. Held at its quota, the rate is steady.
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}
 	pod.Spec.Containers[1].Command = []string{"sh", "-c",
 		"dd if=/dev/zero of=/dev/shm/hold bs=1M count=32 2>/dev/null; trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"}
 	return pod
