@@ -3,8 +3,9 @@
 // runtime's error, the kubelet's events and the plugin's log. Every message
 // of the suite that quotes what a user wrote goes through it.
 //
-// A value longer than Max bytes is cut at a character boundary and marked
-// with its full length: "vendor.com/gpu=aaaa"…(1048576 bytes).
+// A value longer than Max bytes (or whose quoted form is) is cut at a
+// character boundary and marked with its full length:
+// "vendor.com/gpu=aaaa"…(1048576 bytes).
 package quote
 
 import (
@@ -22,10 +23,27 @@ const Max = 256
 // whole, is cut there).
 const MaxError = 1024
 
-// Value is s quoted as %q quotes it, at most Max bytes of it.
+// Value is s quoted as %q quotes it, at most Max bytes of it, and at most
+// Max bytes of quoted text: a value of escapes (\xff, \u00a0), each up to
+// 10 bytes quoted, is cut further, so that a message quoting two values
+// stays short.
 func Value(s string) string {
 	prefix, mark := cut(s, Max)
-	return strconv.Quote(prefix) + mark
+	if q := strconv.Quote(prefix); len(q) <= Max+2 {
+		return q + mark
+	}
+	out := append(make([]byte, 0, Max+2), '"')
+	for i := 0; i < len(prefix); {
+		_, n := utf8.DecodeRuneInString(prefix[i:])
+		quoted := strconv.Quote(prefix[i : i+n]) // an invalid byte alone, as Quote quotes it in a string
+		piece := quoted[1 : len(quoted)-1]
+		if len(out)+len(piece) > Max+1 {
+			break
+		}
+		out = append(out, piece...)
+		i += n
+	}
+	return string(append(out, '"')) + fmt.Sprintf("…(%d bytes)", len(s))
 }
 
 // Bare is s unquoted, at most Max bytes of it: for annotation keys, which

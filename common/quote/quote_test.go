@@ -23,6 +23,9 @@ func TestValue(t *testing.T) {
 		{"exactly Max", long[:Max], strconv.Quote(long[:Max])},
 		{"one over", long, strconv.Quote(long[:Max]) + fmt.Sprintf("…(%d bytes)", Max+1)},
 		{"cut before a character", straddling, strconv.Quote(straddling[:Max-1]) + fmt.Sprintf("…(%d bytes)", len(straddling))},
+		// 64 of them quote to Max bytes, the 65th would pass it.
+		{"escapes past Max", strings.Repeat("\xff", 100), `"` + strings.Repeat(`\xff`, 64) + `"…(100 bytes)`},
+		{"escapes of a cut value", strings.Repeat("\x01", 2*Max), `"` + strings.Repeat(`\x01`, 64) + fmt.Sprintf(`"…(%d bytes)`, 2*Max)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, Value(tc.in))
@@ -52,17 +55,24 @@ func FuzzValue(f *testing.F) {
 	f.Add(strings.Repeat("a", Max-1) + "\xff\xfe")
 	f.Add(strings.Repeat("\x80", 2*Max)) // no character starts anywhere
 	f.Fuzz(func(t *testing.T, s string) {
-		// Each byte quotes to at most 4 (\xff), and the mark names a length.
-		limit := 4*Max + 2 + len(fmt.Sprintf("…(%d bytes)", len(s)))
+		mark := fmt.Sprintf("…(%d bytes)", len(s))
+		// The quoted text is at most Max bytes, and the mark names a length.
 		v, b := Value(s), Bare(s)
-		assert.LessOrEqual(t, len(v), limit)
-		assert.LessOrEqual(t, len(b), Max+len(fmt.Sprintf("…(%d bytes)", len(s))))
+		assert.LessOrEqual(t, len(v), Max+2+len(mark))
+		quoted, marked := strings.CutSuffix(v, mark)
+		text, err := strconv.Unquote(quoted)
+		if !assert.NoError(t, err, "Value quotes as %%q: %s", v) {
+			return
+		}
+		assert.True(t, strings.HasPrefix(s, text), "Value quotes the value's beginning")
+		assert.Equal(t, text != s, marked, "a cut value, and only a cut one, is marked")
+
+		assert.LessOrEqual(t, len(b), Max+len(mark))
 		if len(s) <= Max {
-			assert.Equal(t, strconv.Quote(s), v)
 			assert.Equal(t, s, b)
 			return
 		}
-		prefix := strings.TrimSuffix(b, fmt.Sprintf("…(%d bytes)", len(s)))
+		prefix := strings.TrimSuffix(b, mark)
 		assert.True(t, strings.HasPrefix(s, prefix), "the prefix is the value's")
 		assert.GreaterOrEqual(t, len(prefix), Max-utf8.UTFMax+1, "at most one character is cut short")
 		if utf8.ValidString(s) {
