@@ -65,11 +65,9 @@ func readBlkioFile(path string, devs *[]DeviceIO, isBytes bool) (counted bool, e
 		if len(fields) != 3 {
 			return false, fmt.Errorf("reading %s: line %q, expected \"<major>:<minor> <operation> <value>\"", path, line)
 		}
-		maj, min, ok := strings.Cut(fields[0], ":")
-		major, err1 := strconv.ParseUint(maj, 10, 64)
-		minor, err2 := strconv.ParseUint(min, 10, 64)
-		value, err3 := strconv.ParseUint(fields[2], 10, 64)
-		if !ok || err1 != nil || err2 != nil || err3 != nil {
+		major, minor, ok := parseDeviceNumber(fields[0])
+		value, err := strconv.ParseUint(fields[2], 10, 64)
+		if !ok || err != nil {
 			return false, fmt.Errorf("reading %s: line %q, expected \"<major>:<minor> <operation> <value>\"", path, line)
 		}
 		d := device(devs, major, minor)
@@ -81,6 +79,15 @@ func readBlkioFile(path string, devs *[]DeviceIO, isBytes bool) (counted bool, e
 		counted = true
 	}
 	return counted, nil
+}
+
+// parseDeviceNumber parses a block device's "<major>:<minor>", as the
+// blkio files, io.stat and /sys/block/<name>/dev write it.
+func parseDeviceNumber(s string) (major, minor uint64, ok bool) {
+	maj, min, found := strings.Cut(s, ":")
+	major, err1 := strconv.ParseUint(maj, 10, 64)
+	minor, err2 := strconv.ParseUint(min, 10, 64)
+	return major, minor, found && err1 == nil && err2 == nil
 }
 
 // device returns the entry of major:minor in devs, added if new.
@@ -108,10 +115,8 @@ func ParseIOStat(data []byte) ([]DeviceIO, error) {
 		if len(fields) == 0 {
 			continue
 		}
-		maj, min, ok := strings.Cut(fields[0], ":")
-		major, err1 := strconv.ParseUint(maj, 10, 64)
-		minor, err2 := strconv.ParseUint(min, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
+		major, minor, ok := parseDeviceNumber(fields[0])
+		if !ok {
 			return nil, fmt.Errorf("line %q: %q, expected <major>:<minor>", line, fields[0])
 		}
 		d := DeviceIO{Major: major, Minor: minor}
@@ -209,10 +214,7 @@ func (n *deviceNames) scan() {
 		if err != nil {
 			continue
 		}
-		maj, min, _ := strings.Cut(dev, ":")
-		major, err1 := strconv.ParseUint(maj, 10, 64)
-		minor, err2 := strconv.ParseUint(min, 10, 64)
-		if err1 == nil && err2 == nil {
+		if major, minor, ok := parseDeviceNumber(dev); ok {
 			n.names[[2]uint64{major, minor}] = "/dev/" + name
 		}
 	}
