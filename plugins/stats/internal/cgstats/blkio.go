@@ -122,12 +122,27 @@ func ParseIOStat(data []byte) ([]DeviceIO, error) {
 		d := DeviceIO{Major: major, Minor: minor}
 		var bytes, ios [2]uint64 // Read, Write
 		var cost IOCost
-		counters := map[string]*uint64{"rbytes": &bytes[0], "wbytes": &bytes[1], "rios": &ios[0], "wios": &ios[1],
-			"cost.usage": &cost.UsageUsec, "cost.wait": &cost.WaitUsec, "cost.indebt": &cost.IndebtUsec, "cost.indelay": &cost.IndelayUsec}
 		for _, kv := range fields[1:] {
 			key, value, _ := strings.Cut(kv, "=")
-			dst, ok := counters[key]
-			if !ok {
+			var dst *uint64
+			switch key {
+			case "rbytes":
+				dst = &bytes[0]
+			case "wbytes":
+				dst = &bytes[1]
+			case "rios":
+				dst = &ios[0]
+			case "wios":
+				dst = &ios[1]
+			case "cost.usage":
+				dst, d.Cost = &cost.UsageUsec, &cost
+			case "cost.wait":
+				dst, d.Cost = &cost.WaitUsec, &cost
+			case "cost.indebt":
+				dst, d.Cost = &cost.IndebtUsec, &cost
+			case "cost.indelay":
+				dst, d.Cost = &cost.IndelayUsec, &cost
+			default:
 				continue
 			}
 			v, err := strconv.ParseUint(value, 10, 64)
@@ -135,9 +150,6 @@ func ParseIOStat(data []byte) ([]DeviceIO, error) {
 				return nil, fmt.Errorf("line %q: %s=%q, expected a count", line, key, value)
 			}
 			*dst = v
-			if strings.HasPrefix(key, "cost.") {
-				d.Cost = &cost
-			}
 		}
 		d.Bytes = []OpCount{{"Read", bytes[0]}, {"Write", bytes[1]}}
 		d.IOs = []OpCount{{"Read", ios[0]}, {"Write", ios[1]}}
